@@ -1,0 +1,47 @@
+"""Keys: every distinct key written by a run that exited 0 is readable afterwards with its value."""
+from .. import placeholders
+from ..configfile import Unparseable, lookup, parse
+from ._common import finding, ok_count, verdict_over_rounds
+
+ID = "keys"
+
+
+def _found_values(trial):
+    """key -> value found afterwards (None if missing); or a finding when the config does not parse."""
+    config = trial.facts.get("config")
+    if config is None:
+        return trial.facts.get("read", {}), None
+    if config["text"] is None:
+        return {}, None
+    try:
+        data = parse(config["text"], config["format"])
+    except Unparseable as exc:
+        return None, finding("CR113", trial, [], "a parseable config", config["text"][:120], error=str(exc))
+    values = {}
+    for key, _ in trial.facts["keys"].values():
+        value = lookup(data, placeholders.expand(config["key"], {"key": key}), config["format"])
+        values[key] = None if value is None else str(value)
+    return values, None
+
+
+def judge_one(trial):
+    found, unparseable = _found_values(trial)
+    if unparseable:
+        return [unparseable]
+    written = [(label, key, value) for label, (key, value) in trial.facts["keys"].items()
+               if trial.invocation(label).ok]
+    lost = [(label, key) for label, key, value in written if found.get(key) is None]
+    out = []
+    if lost:
+        out.append(finding("CR111", trial, [label for label, _ in lost], f"{len(written)} keys present",
+                           f"{len(written) - len(lost)} present", lost=len(lost), ok=len(written),
+                           keys=", ".join(key for _, key in lost)))
+    for label, key, value in written:
+        if found.get(key) is not None and found[key] != value:
+            out.append(finding("CR112", trial, [label], value, found[key], key=key, found=found[key], wanted=value))
+    return out
+
+
+def check(history):
+    return verdict_over_rounds(ID, history.of("keys"), judge_one, lambda ts: (
+        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were present"))

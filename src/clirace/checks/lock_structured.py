@@ -1,0 +1,43 @@
+"""Structured lock error (level 2): a contender fails promptly, non-zero, with LOCK_HELD and retry_after_ms."""
+from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
+from ._common import finding
+from ._lockerror import advisories, find_error
+
+ID = "lock-error-structured"
+
+
+def check(history):
+    trials = history.of("lock-conflict")
+    if not trials:
+        return Verdict(ID, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
+    trial = trials[0]
+    if trial.error:
+        return Verdict(ID, UNKNOWN, f"could not decide: {trial.error}")
+    if not trial.facts["baseline_ok"]:
+        return Verdict(ID, UNKNOWN, "the contender fails even with nobody holding the lock")
+    state = trial.facts["while_held"]
+    contender = trial.invocation("contender")
+    labels = ["holder", "contender"]
+    if state == "waiting":
+        f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting", seconds=f"{trial.facts['prompt']:g}")
+        return Verdict(ID, FAIL, f.message(), [f])
+    if state == "reached":
+        f = finding("CR202", trial, labels, "a LOCK_HELD error", "no lock conflict at all",
+                    outcome="it was never refused", printed="it read the state while the lock was held")
+        return Verdict(ID, FAIL, f.message(), [f])
+    printed = find_error(contender.stdout, contender.stderr)
+    advisory = [finding(code, trial, ["contender"], **args) for code, args in advisories(printed, contender.exit_code)]
+    if contender.ok:
+        code = "CR203" if printed.says_lock_held else "CR201"
+        f = finding(code, trial, labels, "a non-zero exit", contender.outcome(), how="ran and exited 0")
+        return Verdict(ID, FAIL, f.message(), [f, *advisory])
+    if printed.error is None:
+        f = finding("CR202", trial, labels, "a JSON LOCK_HELD error", contender.printed(120),
+                    outcome=contender.outcome(), printed=contender.printed(120))
+        return Verdict(ID, FAIL, f.message(), [f])
+    if printed.problems:
+        found = [finding(code, trial, labels, "code LOCK_HELD with integer retry_after_ms >= 0",
+                         contender.printed(120), **args) for code, args in printed.problems]
+        return Verdict(ID, FAIL, found[0].message(), [*found, *advisory])
+    return Verdict(ID, PASS, f"{contender.outcome()} after {contender.duration * 1000:.0f} ms with LOCK_HELD, "
+                   f"retry_after_ms={printed.error['retry_after_ms']} on {printed.stream}", advisory)

@@ -1,0 +1,33 @@
+"""Output: each parallel run's output holds its own input's content, never another run's."""
+from ._common import finding, ok_count, verdict_over_rounds
+
+ID = "output"
+
+
+def output_findings(trial, runs: dict):
+    """Findings for runs (label -> {marker, output, produced}) whose invocation exited 0."""
+    out = []
+    markers = {facts["marker"]: label for label, facts in runs.items()}
+    for label, facts in runs.items():
+        inv = trial.invocation(label)
+        if inv is None or not inv.ok:
+            continue
+        produced = facts.get("produced")
+        if not produced:
+            out.append(finding("CR132", trial, [label], "its own result", "nothing", label=label,
+                               path=facts["output"]))
+        elif facts["marker"] not in produced:
+            others = [other for marker, other in markers.items() if marker in produced and other != label]
+            what = f"{others[0]}'s result" if others else "no input's content at all"
+            out.append(finding("CR131", trial, [label, *others[:1]], facts["marker"], produced[:120],
+                               label=label, found=what))
+    return out
+
+
+def judge_one(trial):
+    return output_findings(trial, trial.facts["runs"])
+
+
+def check(history):
+    return verdict_over_rounds(ID, history.of("output"), judge_one, lambda ts: (
+        f"all {sum(ok_count(t, 'out-') for t in ts)} successful runs over {len(ts)} rounds produced their own output"))

@@ -1,0 +1,193 @@
+"""`clirace` on the command line. Exit codes: 0 score >= --min-score, 1 below it, 2 bad spec or usage,
+3 internal error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
+from __future__ import annotations
+
+import signal
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import errors
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Run a CLI's mutating commands in parallel and score how it copes (rubric §15).")
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+FORMAT_HELP = "text (a table; plain when not a terminal or NO_COLOR is set), json, or markdown (for a pull request)."
+MIN_SCORE_HELP = "Exit 1 when the score is below this (for CI)."
+
+
+@app.command()
+def check(
+    spec: Path = typer.Argument(..., help="The YAML spec describing the tool (see README)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help=FORMAT_HELP),
+    min_score: int = typer.Option(0, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed for every random choice; printed with the result."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, max=100, help="Parallel rounds per workload (default: the spec's, else 3)."),
+    parallel: Optional[int] = typer.Option(None, "--parallel", min=2, max=64, help="Invocations per round (default: the spec's, else 8)."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this check (repeatable); see `clirace checks`."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the sandboxes and print where they are."),
+    no_strace: bool = typer.Option(False, "--no-strace", help="Do not use strace (file observation, crash injection)."),
+    history: Optional[Path] = typer.Option(None, "--history", help="Save the run's history here (re-judge with `clirace judge`)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+):
+    """Check a tool described by SPEC and print its §15 score with the evidence."""
+    from .checks import REGISTRY
+    from .pipeline import Options, judge, run
+    from .spec import load_spec
+
+    for name in only or ():
+        if name not in REGISTRY:
+            raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(REGISTRY)}.")
+    spec_obj = load_spec(spec)
+    opts = Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only or ()), keep=keep, strace=not no_strace)
+    seen = {}
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    with _Progress() as progress:
+        try:
+            result = run(spec_obj, opts, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
+        except (KeyboardInterrupt, Terminated) as stop:
+            progress.stop()
+            code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
+            if "h" in seen:
+                partial = judge(seen["h"], only=opts.only)
+                partial.interrupted = True
+                partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
+                _emit(partial, format, output, history)
+            print(f"clirace: interrupted; children ended and sandboxes removed.", file=sys.stderr)
+            raise typer.Exit(code)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    _emit(result, format, output, history)
+    if keep and result.kept:
+        print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
+    raise typer.Exit(errors.EXIT_OK if result.score.score >= min_score else errors.EXIT_BELOW_MIN_SCORE)
+
+
+@app.command()
+def judge(
+    history: Path = typer.Argument(..., help="A history saved by `clirace check --history`."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help=FORMAT_HELP),
+    min_score: int = typer.Option(0, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
+):
+    """Judge a saved history again, without launching anything."""
+    from .history import History
+    from .pipeline import judge as judge_history
+
+    result = judge_history(History.load(history))
+    _emit(result, format, None, None)
+    raise typer.Exit(errors.EXIT_OK if result.score.score >= min_score else errors.EXIT_BELOW_MIN_SCORE)
+
+
+@app.command()
+def schema():
+    """Print the JSON Schema of the spec format."""
+    from importlib import resources
+    print(resources.files("clirace").joinpath("spec_schema.json").read_text())
+
+
+@app.command()
+def checks():
+    """List the checks and the rules (finding codes) they report."""
+    from .checks import REGISTRY
+    from .rubric import load_section, rules
+
+    section = load_section("s15")
+    for level in section["levels"]:
+        for c in level.get("criteria", []):
+            print(f"level {level['score']}  {c['id']}: {c['text']}  [checks: {', '.join(c['checks'])}]")
+    print()
+    for code, rule in rules().items():
+        print(f"{code}  {rule['name']:32} {rule['severity']:10} {rule['fix']}")
+    assert set(REGISTRY)  # imported so that a broken check module shows here, not mid-run
+
+
+def _emit(result, format: Format, output: Optional[Path], history: Optional[Path]) -> None:
+    from .report import render_text, to_json, to_markdown
+    from .report.text import console
+
+    if history:
+        result.history.save(history)
+    if format is Format.text:
+        if output:
+            with open(output, "w") as handle:
+                render_text(result, console(handle))
+        else:
+            render_text(result, console())
+        return
+    text = to_json(result) if format is Format.json else to_markdown(result)
+    if output:
+        Path(output).write_text(text + "\n")
+    else:
+        print(text)
+
+
+class _Progress:
+    """A live status line on a terminal's stderr; plain lines on stderr otherwise."""
+
+    def __init__(self):
+        self.live = sys.stderr.isatty()
+        self.status = None
+
+    def __enter__(self):
+        if self.live:
+            from rich.console import Console
+            self.status = Console(stderr=True).status("starting")
+            self.status.start()
+        return self
+
+    def say(self, text: str) -> None:
+        if self.status:
+            self.status.update(text)
+        else:
+            print(f"clirace: {text}", file=sys.stderr, flush=True)
+
+    def stop(self):
+        if self.status:
+            self.status.stop()
+            self.status = None
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except errors.CliraceError as exc:
+        print(f"clirace: {exc.paragraph()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("clirace: interrupted.", file=sys.stderr)
+        sys.exit(errors.EXIT_INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: say it is a bug, exit 3
+        # typer ships its own copy of click; recognise its exceptions by shape rather than import path.
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
+            exc.show()
+            sys.exit(errors.EXIT_USAGE)
+        if type(exc).__name__ == "Abort":
+            sys.exit(errors.EXIT_INTERRUPTED)
+        err = errors.InternalError(f"{type(exc).__name__}: {exc}")
+        print(f"clirace: {err.paragraph()}", file=sys.stderr)
+        sys.exit(errors.EXIT_INTERNAL)

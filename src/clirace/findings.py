@@ -1,0 +1,74 @@
+"""Findings and verdicts: plain data with stable rule codes. Text is rendered only when reporting.
+
+A check returns one `Verdict` (pass / fail / not_tested / unknown / not_applicable) with the findings behind
+it. `unknown` means the experiment could not decide (the target crashed for another reason, a holder never
+became ready); it never counts as a pass. The rule catalogue (rubric/rules.yaml) maps each code to its name,
+severity, message template and fix; codes are never renumbered or reused.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .rubric import rule
+
+PASS, FAIL, NOT_TESTED, UNKNOWN, NOT_APPLICABLE = "pass", "fail", "not_tested", "unknown", "not_applicable"
+
+
+@dataclass
+class Evidence:
+    trial: str = ""
+    invocations: list[dict] = field(default_factory=list)  # label, command, outcome, printed
+    expected: str = ""
+    found: str = ""
+    replay: str = ""
+
+
+@dataclass
+class Finding:
+    code: str
+    args: dict = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
+
+    @property
+    def rule(self) -> dict:
+        return rule(self.code)
+
+    @property
+    def severity(self) -> str:
+        return self.rule["severity"]
+
+    @property
+    def advisory(self) -> bool:
+        return self.severity in ("advisory", "info")
+
+    def message(self) -> str:
+        try:
+            return self.rule["message"].format(**self.args)
+        except (KeyError, IndexError) as exc:  # a template/argument mismatch must not hide the finding
+            return f"{self.rule['message']} (arguments {self.args}; missing {exc})"
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "name": self.rule["name"], "severity": self.severity, "message": self.message(),
+                "args": self.args, "evidence": asdict(self.evidence), "fix": self.rule.get("fix", "")}
+
+
+@dataclass
+class Verdict:
+    check: str
+    status: str
+    summary: str
+    findings: list[Finding] = field(default_factory=list)
+    hint: str = ""
+    rates: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"check": self.check, "status": self.status, "summary": self.summary, "hint": self.hint,
+                "rates": self.rates, "findings": [f.to_dict() for f in self.findings]}
+
+
+def not_tested(check: str, why: str, hint: str = "") -> Verdict:
+    return Verdict(check, NOT_TESTED, why, hint=hint)
+
+
+def not_applicable(check: str, why: str) -> Verdict:
+    return Verdict(check, NOT_APPLICABLE, why)

@@ -1,0 +1,116 @@
+"""Watching what the target does to files, through strace where the machine allows it.
+
+strace is optional: `available()` says whether it is installed and may trace (ptrace can be forbidden in
+containers), and every caller that needs it reports "not available" instead of passing silently.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+FILE_CALLS = "open,openat,openat2,creat,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,flock,fcntl,truncate,ftruncate"
+WRITE_CALLS = "write,pwrite64,writev,pwritev,pwritev2"
+RENAME_CALLS = "rename,renameat,renameat2"
+
+_LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)")
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+@lru_cache(maxsize=1)
+def available() -> tuple[bool, str]:
+    """(usable, why not). Disabled on purpose with CLIRACE_NO_STRACE=1 (tests of the fallback use it)."""
+    if os.environ.get("CLIRACE_NO_STRACE"):
+        return False, "strace disabled by CLIRACE_NO_STRACE"
+    path = shutil.which("strace")
+    if not path:
+        return False, "strace is not installed (apt-get install strace)"
+    try:
+        probe = subprocess.run([path, "-f", "-qq", "-o", "/dev/null", "-e", "trace=getpid", "true"],
+                               capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"strace could not run ({exc})"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["unknown error"]
+        return False, f"strace cannot trace here (ptrace not permitted?): {reason[0]}"
+    return True, ""
+
+
+def trace_prefix(out_prefix: Path) -> list[str]:
+    """strace arguments recording every file operation of a process tree, one file per process."""
+    return ["strace", "-ff", "-qq", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS}",
+            "-o", str(out_prefix), "--"]
+
+
+def kill_prefix(calls: str, when: int = 1, path: str | None = None) -> list[str]:
+    """strace arguments that SIGKILL the process at its `when`-th call of `calls` (touching `path`)."""
+    argv = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
+            "-e", f"inject={calls}:signal=SIGKILL:when={when}"]
+    if path:
+        argv += ["-P", path]
+    return argv + ["--"]
+
+
+def file_events(out_prefix: Path, cwd: str) -> list[dict]:
+    """Parse the per-process trace files written by `trace_prefix` into plain events."""
+    events = []
+    for trace in sorted(out_prefix.parent.glob(out_prefix.name + ".*")):
+        pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0
+        for line in trace.read_text(errors="replace").splitlines():
+            event = parse_line(line, cwd)
+            if event:
+                event["pid"] = pid
+                events.append(event)
+    return events
+
+
+def parse_line(line: str, cwd: str) -> dict | None:
+    match = _LINE.match(line.strip())
+    if not match:
+        return None
+    call, args, ret = match["call"], match["args"], match["ret"]
+    paths = [_absolute(_unescape(s), cwd) for s in _STRING.findall(args)]
+    event = {"call": call, "paths": paths, "ok": ret != "?" and not ret.startswith("-"), "args": args[:300]}
+    if call in ("open", "openat", "openat2", "creat"):
+        flags = set(re.findall(r"\bO_[A-Z]+", args))
+        event["flags"] = sorted(flags)
+        event["writes"] = call == "creat" or bool(flags & {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
+    elif call in ("flock", "fcntl"):
+        event["lock"] = bool(re.search(r"LOCK_EX|LOCK_SH|F_SETLK|F_OFD_SETLK", args))
+    return event
+
+
+def _unescape(text: str) -> str:
+    return text.encode().decode("unicode_escape", errors="replace") if "\\" in text else text
+
+
+def _absolute(path: str, cwd: str) -> str:
+    return path if path.startswith("/") or not cwd else os.path.normpath(os.path.join(cwd, path))
+
+
+def written_paths(events: list[dict]) -> list[str]:
+    """Files a process created or wrote: opened for writing, or the target of a rename."""
+    out = []
+    for e in events:
+        if not e["ok"]:
+            continue
+        if e.get("writes") and e["paths"]:
+            out.append(e["paths"][0])
+        elif e["call"] in ("rename", "renameat", "renameat2") and len(e["paths"]) >= 2:
+            out.append(e["paths"][1])
+    return list(dict.fromkeys(out))
+
+
+def mechanisms(events: list[dict]) -> list[str]:
+    """The locking mechanisms a trace shows, in words."""
+    found = []
+    if any(e.get("lock") and e["call"] == "flock" for e in events):
+        found.append("flock")
+    if any(e.get("lock") and e["call"] == "fcntl" for e in events):
+        found.append("fcntl record lock")
+    if any("O_EXCL" in e.get("flags", []) and "O_CREAT" in e.get("flags", []) for e in events):
+        found.append("O_CREAT|O_EXCL file")
+    return found

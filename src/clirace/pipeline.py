@@ -1,0 +1,96 @@
+"""The whole run, top to bottom: spec -> plan -> launch -> history -> checks -> findings -> score -> report.
+
+`run()` launches the target and returns a Result; `judge()` does the second half on any history, so a
+saved history is re-judged without launching anything.
+"""
+from __future__ import annotations
+
+import random
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import observe
+from .checks import NEEDS, run_all
+from .findings import Verdict
+from .history import History
+from .rubric import Criterion, Score, criteria, load_section, score
+from .scenarios import SCENARIOS, Context
+from .spec import Spec
+
+
+@dataclass
+class Options:
+    seed: int | None = None
+    rounds: int | None = None
+    parallel: int | None = None
+    only: tuple[str, ...] = ()  # check ids; empty means all
+    keep: bool = False
+    strace: bool = True
+
+
+@dataclass
+class Result:
+    spec_path: str
+    seed: int
+    score: Score
+    criteria: list[Criterion]
+    verdicts: dict[str, Verdict]
+    history: History
+    seconds: float = 0.0
+    interrupted: bool = False
+    kept: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def replay(self, check: str | None = None) -> str:
+        cmd = f"clirace check {shlex.quote(self.spec_path)} --seed {self.seed}"
+        return cmd + (f" --only {check}" if check else "")
+
+    def findings(self):
+        return [f for v in self.verdicts.values() for f in v.findings]
+
+
+def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    usable, why = observe.available() if options.strace else (False, "strace disabled by --no-strace")
+    history = History(spec_path=str(spec.path), seed=seed, spec=spec.raw,
+                      environment={"strace": usable, "strace_note": why})
+    if on_history:
+        on_history(history)  # lets an interrupted run still report what it saw
+    workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
+    ctx = Context(spec, seed, workdir, rounds=options.rounds or spec.rounds,
+                  parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress)
+    wanted = {NEEDS[c] for c in options.only} if options.only else set(SCENARIOS)
+    started = time.monotonic()
+    try:
+        for name, scenario in SCENARIOS.items():
+            if name in wanted:
+                history.trials.extend(scenario(ctx))
+    finally:
+        if not options.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result = judge(history, only=options.only)
+    result.seconds = time.monotonic() - started
+    result.kept = str(workdir) if options.keep else None
+    return result
+
+
+def judge(history: History, only: tuple[str, ...] = ()) -> Result:
+    verdicts = run_all(history)
+    if only:
+        verdicts = {k: v for k, v in verdicts.items() if k in only}
+    section = load_section("s15")
+    crits = criteria(section, verdicts)
+    result = Result(history.spec_path, history.seed, score(section, crits), crits, verdicts, history)
+    for verdict in verdicts.values():
+        for f in verdict.findings:
+            f.evidence.replay = result.replay(verdict.check)
+    if not history.environment.get("strace"):
+        result.notes.append(f"File observation and crash injection were off: {history.environment.get('strace_note')}. "
+                            "Criteria that need them are reported as not tested.")
+    if only:
+        result.notes.append(f"Only these checks ran: {', '.join(only)}; the score covers only what ran.")
+    return result

@@ -1,0 +1,28 @@
+"""`{name}` placeholders in spec strings: which names each field may use, and their expansion.
+
+Names are checked when the spec is loaded, so a typo fails before anything runs, with the field's location
+and the names it could have meant.
+"""
+from __future__ import annotations
+
+import re
+
+PATTERN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+# Paths of the trial's sandbox; valid in every field.
+SANDBOX = frozenset({"sandbox", "home", "tmp", "config_home", "cache_home", "state_home", "runtime_dir",
+                     "spec_dir", "python"})
+PER_INVOCATION = frozenset({"i", "n", "session_id"})
+
+
+def names_in(template: str) -> list[str]:
+    return PATTERN.findall(template)
+
+
+def expand(template: str, values: dict[str, object]) -> str:
+    """Replace every known `{name}`; the loader has already rejected unknown names."""
+    return PATTERN.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+
+
+def expand_all(argv, values: dict[str, object]) -> list[str]:
+    return [expand(arg, values) for arg in argv]

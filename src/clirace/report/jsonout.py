@@ -1,0 +1,36 @@
+"""The JSON result: a stable, documented shape (README, "JSON output")."""
+from __future__ import annotations
+
+import json
+
+from ..rubric import UNKNOWN, load_section
+
+PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "unknown": "not_tested"}
+
+
+def as_dict(result) -> dict:
+    section = load_section("s15")
+    return {
+        "rubric": f"§{section['section']} {section['title']}",
+        "score": result.score.score,
+        "max_score": max(level["score"] for level in section["levels"]),
+        "decided_by": result.score.line,
+        "blocked_by": [c.id for c in result.score.blocked_by],
+        "corruption": result.score.corruption,
+        "seed": result.seed,
+        "replay": result.replay(),
+        "spec": result.spec_path,
+        "seconds": round(result.seconds, 2),
+        "interrupted": result.interrupted,
+        "criteria": [{"id": c.id, "level": c.level, "status": PUBLIC_STATUS[c.status],
+                      "indeterminate": c.status == UNKNOWN, "evidence": c.evidence, "to_test": c.to_test}
+                     for c in result.criteria],
+        "findings": [f.to_dict() for f in result.findings()],
+        "checks": {k: v.to_dict() for k, v in result.verdicts.items()},
+        "environment": result.history.environment,
+        "notes": result.notes,
+    }
+
+
+def to_json(result) -> str:
+    return json.dumps(as_dict(result), indent=2)

@@ -1,0 +1,102 @@
+"""A fresh directory per trial that stands in for the user's home, config, cache, state, runtime dir and /tmp.
+
+The target only ever sees these paths, so a run never touches the real home or /tmp; the trial's processes
+carry a marker in their environment so that anything they leave running can be found and ended.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import placeholders
+
+MARKER = "CLIRACE_TRIAL"
+
+_LAYOUT = {
+    "home": "home",
+    "tmp": "tmp",
+    "config_home": "home/.config",
+    "cache_home": "home/.cache",
+    "state_home": "home/.local/state",
+    "runtime_dir": "run",
+}
+
+
+class Sandbox:
+    def __init__(self, root: Path, spec_dir: Path):
+        self.root = root
+        self.spec_dir = spec_dir
+        self.marker = f"{os.getpid()}:{root}"
+        for rel in _LAYOUT.values():
+            (root / rel).mkdir(parents=True, exist_ok=True)
+        (root / "io").mkdir(exist_ok=True)
+        os.chmod(root / _LAYOUT["runtime_dir"], 0o700)
+
+    def path(self, name: str) -> Path:
+        return self.root / _LAYOUT[name]
+
+    def values(self) -> dict[str, object]:
+        values = {name: self.root / rel for name, rel in _LAYOUT.items()}
+        values.update(sandbox=self.root, spec_dir=self.spec_dir, python=sys.executable)
+        return values
+
+    def expand(self, template: str, **extra) -> str:
+        return placeholders.expand(template, {**self.values(), **extra})
+
+    def environ(self, spec_env: dict[str, str]) -> dict[str, str]:
+        env = dict(os.environ)
+        for name in ("TMP", "TEMP", "XDG_DATA_HOME", "XDG_CONFIG_DIRS"):
+            env.pop(name, None)
+        env.update(
+            HOME=str(self.path("home")), TMPDIR=str(self.path("tmp")),
+            XDG_CONFIG_HOME=str(self.path("config_home")), XDG_CACHE_HOME=str(self.path("cache_home")),
+            XDG_STATE_HOME=str(self.path("state_home")), XDG_RUNTIME_DIR=str(self.path("runtime_dir")),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        env.update({k: self.expand(v) for k, v in spec_env.items()})
+        env[MARKER] = self.marker
+        return env
+
+    def end_strays(self) -> list[int]:
+        """SIGKILL every process still carrying this sandbox's marker (e.g. a child that called setsid)."""
+        return end_marked(self.marker)
+
+    def remove(self) -> None:
+        self.end_strays()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def end_marked(marker: str) -> list[int]:
+    needle = f"{MARKER}={marker}".encode()
+    killed = []
+    for _ in range(3):  # a stray may fork while we sweep; sweep until nothing is left
+        found = [pid for pid in _pids() if needle in _environ(pid).split(b"\0")]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+    return killed
+
+
+def _pids():
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            yield int(entry)
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
