@@ -50,5 +50,7 @@ def ok_count(trial, prefix: str) -> int:
     return sum(1 for inv in trial.labelled(prefix) if inv.ok)
 
 
-def finding(code: str, trial, labels=(), expected="", found="", **args) -> Finding:
+def finding(code: str, trial, labels=(), expected="", found="", /, **args) -> Finding:
+    """A finding with its evidence; `args` fill the rule's message template (positional-only above so that
+    templates may use the names labels, expected and found too)."""
     return Finding(code, args, evidence(trial, labels, expected, found))

@@ -1,0 +1,30 @@
+"""Shared test helpers. Unit tests (tests/unit) judge literal histories; e2e tests (tests/e2e) run real fixtures."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+
+
+def run_clirace(*args, timeout: float = 120, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """Run the real CLI as a user would; never in-process, so exit codes and streams are the real ones."""
+    return subprocess.run([sys.executable, "-m", "clirace", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=cwd)
+
+
+def check_json(spec, *args, timeout: float = 120) -> dict:
+    proc = run_clirace("check", spec, "--format", "json", *args, timeout=timeout)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES

@@ -1,0 +1,158 @@
+"""Lock checks on literal histories: what counts as a structured LOCK_HELD error, release, and bounded waits."""
+import json
+
+import pytest
+
+from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
+from clirace.checks._lockerror import find_error
+
+from .histories import history, inv, trial
+
+ENVELOPE = json.dumps({"ok": False, "data": None, "error": {
+    "code": "LOCK_HELD", "message": "Another run is active (pid 42, started 3s ago)", "retryable": True,
+    "retry_after_ms": 250}}, indent=2)
+
+
+def conflict(contender, while_held="exited", baseline_ok=True, holder_alive=True):
+    return trial("lock-conflict", invocations=[inv("baseline"), contender], while_held=while_held,
+                 baseline_ok=baseline_ok, holder_alive=holder_alive, prompt=5.0, hold="park")
+
+
+@pytest.mark.parametrize("stdout,stderr", [
+    (ENVELOPE, ""),
+    ("", "Error: " + ENVELOPE),
+    ('{"code": "LOCK_HELD", "retry_after_ms": 0}', ""),
+    ("progress line\n" + ENVELOPE + "\ntrailing", ""),
+])
+def test_structured_error_shapes_are_recognised(stdout, stderr):
+    printed = find_error(stdout, stderr)
+    assert printed.says_lock_held and printed.structured
+
+
+@pytest.mark.parametrize("error,code", [
+    ({"code": "LOCK_HELD"}, "CR204"),
+    ({"code": "LOCK_HELD", "retry_after_ms": "250"}, "CR205"),
+    ({"code": "LOCK_HELD", "retry_after_ms": -1}, "CR205"),
+    ({"code": "LOCK_HELD", "retry_after_ms": 2.5}, "CR205"),
+    ({"code": "LOCK_HELD", "retry_after_ms": True}, "CR205"),
+    ({"code": "BUSY", "retry_after_ms": 100}, "CR206"),
+])
+def test_malformed_lock_errors_fail_with_their_rule(error, code):
+    v = lock_structured.check(history(conflict(inv("contender", 1, stdout=json.dumps({"error": error})))))
+    assert v.status == "fail"
+    assert code in [f.code for f in v.findings]
+
+
+def test_envelope_passes_without_advisories():
+    v = lock_structured.check(history(conflict(inv("contender", 4, stdout=ENVELOPE))))
+    assert v.status == "pass"
+    assert [f.code for f in v.findings] == []
+
+
+def test_bare_error_passes_with_advisories_that_do_not_fail():
+    v = lock_structured.check(history(conflict(inv("contender", 1, stdout='{"code": "LOCK_HELD", "retry_after_ms": 5}'))))
+    assert v.status == "pass"
+    assert sorted(f.code for f in v.findings) == ["CR901", "CR902", "CR903", "CR904"]
+    assert all(f.advisory for f in v.findings)
+
+
+def test_plain_text_error_is_unstructured_but_excludes():
+    h = history(conflict(inv("contender", 1, stderr="Error: lock file exists")))
+    assert [f.code for f in lock_structured.check(h).findings] == ["CR202"]
+    assert lock_excludes.check(h).status == "pass"
+
+
+def test_lock_held_with_exit_zero():
+    v = lock_structured.check(history(conflict(inv("contender", 0, stdout=ENVELOPE))))
+    assert v.status == "fail" and v.findings[0].code == "CR203"
+
+
+def test_contender_that_ran_is_not_excluded():
+    h = history(conflict(inv("contender", 0)))
+    assert lock_excludes.check(h).findings[0].code == "CR201"
+
+
+def test_contender_reaching_parked_state_is_not_excluded():
+    h = history(conflict(inv("contender", None, timed_out=True), while_held="reached"))
+    assert lock_excludes.check(h).status == "fail"
+    assert lock_structured.check(h).status == "fail"
+
+
+def test_waiting_contender_excludes_but_is_not_structured():
+    h = history(conflict(inv("contender", 0), while_held="waiting"))
+    assert lock_excludes.check(h).status == "pass"
+    assert lock_structured.check(h).findings[0].code == "CR207"
+
+
+def test_failing_baseline_makes_lock_checks_unknown():
+    h = history(conflict(inv("contender", 1), baseline_ok=False))
+    assert lock_excludes.check(h).status == "unknown"
+    assert lock_structured.check(h).status == "unknown"
+
+
+def test_no_lock_section_is_not_tested():
+    assert lock_excludes.check(history()).status == "not_tested"
+    assert lock_release.check(history()).status == "not_tested"
+    assert lock_wait.check(history()).status == "not_tested"
+
+
+def release(way, holder_exit, next_exit, signal=None, timed_out=False, **facts):
+    return trial("lock-release", name=way, invocations=[
+        inv("holder", holder_exit, signal=signal, timed_out=timed_out), inv("next", next_exit, stderr="lock file exists")],
+        holder_timed_out=timed_out, **facts)
+
+
+def all_released():
+    return [release("normal", 0, 0), release("error", 3, 0), release("sigint", None, 0, signal=2),
+            release("sigterm", None, 0, signal=15), release("sigkill", None, 0, signal=9)]
+
+
+def test_release_passes_on_every_way():
+    v = lock_release.check(history(*all_released()))
+    assert v.status == "pass"
+    assert [f.code for f in v.findings] == ["CR906"]
+
+
+def test_lock_left_after_sigterm_fails():
+    trials = all_released()
+    trials[3] = release("sigterm", None, 1, signal=15)
+    v = lock_release.check(history(*trials))
+    assert v.status == "fail" and "CR304" in [f.code for f in v.findings]
+
+
+def test_lock_left_after_sigkill_is_only_advice():
+    trials = all_released()
+    trials[4] = release("sigkill", None, 1, signal=9)
+    v = lock_release.check(history(*trials))
+    assert v.status == "pass" and [f.code for f in v.findings] == ["CR905"]
+
+
+def test_untestable_error_way_is_not_tested_not_passed():
+    trials = all_released()
+    trials[1] = trial("lock-release", name="error", untestable="no lock.error_command")
+    assert lock_release.check(history(*trials)).status == "not_tested"
+
+
+def test_holder_ignoring_sigterm_fails():
+    trials = all_released()
+    trials[3] = release("sigterm", None, 0, signal=9, timed_out=True)
+    assert "CR305" in [f.code for f in lock_release.check(history(*trials)).findings]
+
+
+def waited(exit_code, ms, stdout=ENVELOPE, timed_out=False):
+    return trial("lock-wait", invocations=[inv("contender", exit_code, stdout=stdout, ended=ms / 1000, timed_out=timed_out)],
+                 option="--lock-timeout 1000", wait_ms=1000, margin_ms=1000, limit_s=4.0, holder_alive=True)
+
+
+@pytest.mark.parametrize("case,status,code", [
+    (waited(4, 1050), "pass", None),
+    (waited(None, 4000, timed_out=True), "fail", "CR401"),
+    (waited(1, 1050, stdout="timed out"), "fail", "CR402"),
+    (waited(4, 30), "fail", "CR403"),
+    (waited(4, 2500), "fail", "CR404"),
+    (waited(0, 1050, stdout="done"), "fail", "CR201"),
+])
+def test_lock_wait(case, status, code):
+    v = lock_wait.check(history(case))
+    assert v.status == status
+    assert [f.code for f in v.findings] == ([code] if code else [])

@@ -1,0 +1,69 @@
+"""The rubric as data: criteria combine their checks' verdicts; a level needs every lower level; corruption holds 0."""
+import pytest
+
+from clirace.checks import REGISTRY
+from clirace.findings import Evidence, Finding, Verdict
+from clirace.rubric import combine, criteria, load_section, rules, score
+
+SECTION = load_section("s15")
+ALL_CHECKS = [c for level in SECTION["levels"] for crit in level.get("criteria", []) for c in crit["checks"]]
+
+
+def verdicts(status="pass", **overrides):
+    out = {c: Verdict(c, status, "s") for c in ALL_CHECKS}
+    out.update({k.replace("_", "-"): Verdict(k.replace("_", "-"), v, "s") for k, v in overrides.items()})
+    return out
+
+
+def test_every_check_in_the_rubric_exists_and_every_check_is_used():
+    assert set(ALL_CHECKS) == set(REGISTRY)
+
+
+def test_combine_rules():
+    assert combine(["pass", "not_applicable"]) == "pass"
+    assert combine(["not_applicable"]) == "not_tested"
+    assert combine(["pass", "not_tested"]) == "not_tested"
+    assert combine(["pass", "unknown", "fail"]) == "fail"
+    assert combine(["pass", "unknown"]) == "unknown"
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ({}, 3),
+    ({"session_isolation": "not_tested"}, 2),
+    ({"lock_release": "fail"}, 1),
+    ({"lock_error_structured": "unknown"}, 1),
+    ({"lock_excludes": "not_tested"}, 0),
+    ({"counter": "fail"}, 0),
+    ({"atomic_config": "fail", "lock_release": "fail"}, 1),
+])
+def test_score_is_highest_level_with_all_lower_levels(overrides, expected):
+    crits = criteria(SECTION, verdicts(**overrides))
+    assert score(SECTION, crits).score == expected
+
+
+def test_untested_workloads_mean_untested_criterion():
+    crits = criteria(SECTION, verdicts(counter="not_applicable", keys="not_applicable", claim="not_applicable",
+                                       output="not_applicable"))
+    assert next(c for c in crits if c.id == "no-silent-corruption").status == "not_tested"
+
+
+def test_corruption_finding_anywhere_holds_zero():
+    vs = verdicts()
+    vs["session-isolation"] = Verdict("session-isolation", "pass", "s", [Finding("CR131", {"label": "x", "found": "y"}, Evidence())])
+    assert score(SECTION, criteria(SECTION, vs)).score == 0
+
+
+def test_every_rule_has_name_severity_message_fix_and_codes_are_unique_names():
+    names = [r["name"] for r in rules().values()]
+    assert len(names) == len(set(names))
+    for code, rule in rules().items():
+        assert code.startswith("CR") and rule["severity"] in ("corruption", "error", "advisory", "info")
+        assert rule["message"] and "fix" in rule
+
+
+def test_every_code_a_check_can_report_is_in_the_catalogue():
+    import re
+    from pathlib import Path
+    source = "".join(p.read_text() for p in (Path(__file__).parents[2] / "src/clirace/checks").glob("*.py"))
+    used = set(re.findall(r'"(CR\d{3})"', source))
+    assert used and used <= set(rules())

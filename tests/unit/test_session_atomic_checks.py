@@ -1,0 +1,77 @@
+"""Session isolation and atomic config checks on literal histories."""
+from clirace.checks import atomic_config, session
+
+from .histories import history, inv, trial
+
+
+def session_trial(with_ids, writes, observed=True, produced=None):
+    runs = {label: {"marker": f"m{i}", "output": f"/o{i}", "produced": (produced or {}).get(label, f"m{i}"),
+                    "session_id": f"sess{i}"} for i, label in enumerate(writes)}
+    return trial("session", name="with" if with_ids else "without", invocations=[inv(label) for label in writes],
+                 with_ids=with_ids, runs=runs, temp_dirs=["/sb/tmp"], observed=observed,
+                 temp_writes=writes if observed else None)
+
+
+def test_session_paths_with_own_ids_pass():
+    h = history(session_trial(True, {"run-0": ["/sb/tmp/t/sess0/r"], "run-1": ["/sb/tmp/t/sess1/r"]}),
+                session_trial(False, {"run-0": ["/sb/tmp/t/a/r"], "run-1": ["/sb/tmp/t/b/r"]}))
+    assert session.check(h).status == "pass"
+
+
+def test_session_id_ignored():
+    h = history(session_trial(True, {"run-0": ["/sb/tmp/t/x/r"], "run-1": ["/sb/tmp/t/sess1/r"]}),
+                session_trial(False, {"run-0": [], "run-1": []}))
+    v = session.check(h)
+    assert [f.code for f in v.findings] == ["CR501"]
+
+
+def test_shared_temp_path_without_ids():
+    h = history(session_trial(True, {"run-0": [], "run-1": []}),
+                session_trial(False, {"run-0": ["/sb/tmp/result"], "run-1": ["/sb/tmp/result"]}))
+    assert [f.code for f in session.check(h).findings] == ["CR502"]
+
+
+def test_session_without_observation_is_not_tested():
+    h = history(session_trial(True, {"run-0": []}, observed=False), session_trial(False, {"run-0": []}, observed=False),
+                strace=False)
+    v = session.check(h)
+    assert v.status == "not_tested" and "strace" in v.summary
+
+
+def test_clobbered_output_fails_even_without_observation():
+    h = history(session_trial(True, {"run-0": [], "run-1": []}, observed=False, produced={"run-0": "m1"}),
+                session_trial(False, {"run-0": []}, observed=False))
+    assert session.check(h).status == "fail"
+
+
+def killed(after, old='{"a": "1"}', point="its first write to the config file"):
+    return trial("atomic-config", name=point, invocations=[inv("killed-writer", None, signal=9)], point=point,
+                 format="json", key_path="{key}", old=old, after=after, key="k", value="v", killed=True)
+
+
+def sampled(bad=0):
+    return trial("atomic-config", name="sampled", samples=500, bad=bad, first_bad="" if bad else None, first_error=None)
+
+
+def test_atomic_pass_when_old_or_new_whole():
+    h = history(sampled(), killed('{"a": "1"}'), killed('{"a": "1", "k": "v"}', point="its first rename"))
+    assert atomic_config.check(h).status == "pass"
+
+
+def test_atomic_torn_by_kill():
+    v = atomic_config.check(history(sampled(), killed("")))
+    assert [f.code for f in v.findings] == ["CR602"]
+
+
+def test_atomic_mixed_content_is_torn():
+    v = atomic_config.check(history(sampled(), killed('{"b": "2"}')))
+    assert [f.code for f in v.findings] == ["CR602"]
+
+
+def test_atomic_torn_read():
+    assert [f.code for f in atomic_config.check(history(sampled(bad=3))).findings] == ["CR601"]
+
+
+def test_atomic_without_strace_is_not_tested():
+    untestable = trial("atomic-config", name="kill", point="x", untestable="strace is not available")
+    assert atomic_config.check(history(sampled(), untestable, strace=False)).status == "not_tested"

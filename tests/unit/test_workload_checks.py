@@ -1,0 +1,109 @@
+"""Workload checks on literal histories: each invariant, its finding code, and the rates over rounds."""
+from clirace.checks import claim, counter, keys, output
+
+from .histories import history, inv, trial
+
+
+def counter_trial(start, final, oks, round_=0):
+    invs = [inv(f"inc-{i}", 0 if ok else 4) for i, ok in enumerate(oks)]
+    return trial("counter", round_=round_, invocations=invs, start=start, final=final)
+
+
+def test_counter_passes_when_every_success_counted():
+    v = counter.check(history(counter_trial(0, 2, [True, True, False])))
+    assert v.status == "pass" and not v.findings
+
+
+def test_counter_lost_increment():
+    v = counter.check(history(counter_trial(5, 6, [True, True, True])))
+    assert v.status == "fail"
+    assert [f.code for f in v.findings] == ["CR101"]
+    assert v.findings[0].args["lost"] == 2
+
+
+def test_counter_phantom_increment():
+    v = counter.check(history(counter_trial(0, 3, [True, False, False])))
+    assert [f.code for f in v.findings] == ["CR102"]
+
+
+def test_counter_reports_nondeterministic_rounds():
+    v = counter.check(history(counter_trial(0, 2, [True, True]), counter_trial(0, 1, [True, True], round_=1)))
+    assert v.status == "fail"
+    assert "1 of 2 rounds" in v.summary and "non-deterministic" in v.summary
+
+
+def test_counter_error_round_is_unknown_not_pass():
+    broken = trial("counter", start=0, final=0)
+    broken.error = "setup command failed"
+    v = counter.check(history(broken))
+    assert v.status == "unknown"
+
+
+def test_no_workload_is_not_applicable():
+    assert counter.check(history()).status == "not_applicable"
+
+
+def keys_trial(text, oks, fmt="json"):
+    ks = {f"set-{i}": [f"k{i}", f"v{i}"] for i in range(len(oks))}
+    invs = [inv(label, 0 if ok else 1) for label, ok in zip(ks, oks)]
+    return trial("keys", invocations=invs, keys=ks, config={"path": "c", "format": fmt, "key": "{key}", "text": text})
+
+
+def test_keys_lost_write():
+    v = keys.check(history(keys_trial('{"k0": "v0"}', [True, True])))
+    assert [f.code for f in v.findings] == ["CR111"]
+    assert v.findings[0].args["keys"] == "k1"
+
+
+def test_keys_failed_writer_may_be_missing():
+    assert keys.check(history(keys_trial('{"k0": "v0"}', [True, False]))).status == "pass"
+
+
+def test_keys_torn_config():
+    v = keys.check(history(keys_trial('{"k0": "v', [True])))
+    assert [f.code for f in v.findings] == ["CR113"]
+
+
+def test_keys_stale_value_in_ini():
+    v = keys.check(history(keys_trial("[DEFAULT]\nk0 = old\n", [True], fmt="ini")))
+    assert [f.code for f in v.findings] == ["CR112"]
+
+
+def test_keys_read_command_variant():
+    t = trial("keys", invocations=[inv("set-0")], keys={"set-0": ["k0", "v0"]}, read={"k0": None})
+    assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
+
+
+def claim_trial(outputs, remaining=None):
+    invs = [inv(f"claim-{i}", 0 if out else 3, stdout=f"claimed {out}\n" if out else "") for i, out in enumerate(outputs)]
+    return trial("claim", invocations=invs, items=["a", "b", "c"], pattern=r"^claimed (\S+)$", remaining=remaining)
+
+
+def test_claim_double():
+    v = claim.check(history(claim_trial(["a", "a", "b"], remaining=["c"])))
+    assert [f.code for f in v.findings] == ["CR121"]
+
+
+def test_claim_lost_item():
+    v = claim.check(history(claim_trial(["a", None, None], remaining=["b"])))
+    assert [f.code for f in v.findings] == ["CR122"]
+    assert v.findings[0].args["items"] == "c"
+
+
+def test_claim_all_good():
+    assert claim.check(history(claim_trial(["a", "b", None], remaining=["c"]))).status == "pass"
+
+
+def output_trial(produced):
+    runs = {f"out-{i}": {"marker": f"m{i}", "output": f"/o{i}", "produced": p} for i, p in enumerate(produced)}
+    return trial("output", invocations=[inv(label) for label in runs], runs=runs)
+
+
+def test_output_clobbered_names_the_other_run():
+    v = output.check(history(output_trial(["m1 result", "m1 result"])))
+    assert [f.code for f in v.findings] == ["CR131"]
+    assert v.findings[0].args["found"] == "out-1's result"
+
+
+def test_output_missing():
+    assert [f.code for f in output.check(history(output_trial([None, "m1"]))).findings] == ["CR132"]
