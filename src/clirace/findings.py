@@ -20,6 +20,7 @@ class Evidence:
     invocations: list[dict] = field(default_factory=list)  # label, command, outcome, printed
     expected: str = ""
     found: str = ""
+    observed: str = ""  # what a trace showed the invocations doing to files, when one was taken
     replay: str = ""
 
 

@@ -31,6 +31,7 @@ class Invocation:
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     timed_out: bool = False
+    wrapper: str = ""  # e.g. strace amplifying or killing it; argv above is the target's own command line
 
     @property
     def ok(self) -> bool:

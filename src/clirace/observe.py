@@ -18,6 +18,8 @@ RENAME_CALLS = "rename,renameat,renameat2"
 
 _LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate"}
+_FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
 
 @lru_cache(maxsize=1)
@@ -43,6 +45,19 @@ def trace_prefix(out_prefix: Path) -> list[str]:
     """strace arguments recording every file operation of a process tree, one file per process."""
     return ["strace", "-ff", "-qq", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS}",
             "-o", str(out_prefix), "--"]
+
+
+def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
+    """Trace file operations (as `trace_prefix`) and delay every write and rename by `delay_ms` on entry.
+
+    Why writes and renames: they end a read-modify-write. Delaying them keeps a process inside its window
+    (state read, result not yet saved) long enough for the others to read the same stale state; and an
+    in-place writer's file stays truncated meanwhile. Reads and opens are left alone: the interpreter's own
+    imports would soak up the delay and spread the starts instead of widening the window.
+    """
+    writes = f"{WRITE_CALLS},{RENAME_CALLS}"
+    return ["strace", "-ff", "-qq", "-y", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
+            "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
 def kill_prefix(calls: str, when: int = 1, path: str | None = None) -> list[str]:
@@ -72,12 +87,18 @@ def parse_line(line: str, cwd: str) -> dict | None:
     if not match:
         return None
     call, args, ret = match["call"], match["args"], match["ret"]
-    paths = [_absolute(_unescape(s), cwd) for s in _STRING.findall(args)]
+    fd_path = _FD_PATH.match(args)
+    if call in _FD_CALLS:  # the strings they print are data, not paths
+        paths = [fd_path.group(2)] if fd_path else []
+    else:
+        paths = [_absolute(_unescape(s), cwd) for s in _STRING.findall(args)]
     event = {"call": call, "paths": paths, "ok": ret != "?" and not ret.startswith("-"), "args": args[:300]}
     if call in ("open", "openat", "openat2", "creat"):
         flags = set(re.findall(r"\bO_[A-Z]+", args))
         event["flags"] = sorted(flags)
         event["writes"] = call == "creat" or bool(flags & {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
+    elif call in ("write", "pwrite64", "writev", "pwritev", "pwritev2"):
+        event["writes"] = True
     elif call in ("flock", "fcntl"):
         event["lock"] = bool(re.search(r"LOCK_EX|LOCK_SH|F_SETLK|F_OFD_SETLK", args))
     return event
@@ -102,6 +123,20 @@ def written_paths(events: list[dict]) -> list[str]:
         elif e["call"] in ("rename", "renameat", "renameat2") and len(e["paths"]) >= 2:
             out.append(e["paths"][1])
     return list(dict.fromkeys(out))
+
+
+def summary(events: list[dict], within: str) -> dict:
+    """What one invocation did to files under `within`: written paths, in-place rewrites, renames, locks."""
+    inside = lambda p: p.startswith(within.rstrip("/") + "/")
+    written = [p for p in written_paths(events) if inside(p)]
+    in_place = sorted({e["paths"][0] for e in events if e["ok"] and e["call"] in ("open", "openat", "openat2")
+                       and e["paths"] and inside(e["paths"][0]) and "O_TRUNC" in e.get("flags", [])
+                       and "O_EXCL" not in e.get("flags", [])})
+    renames = [e["paths"][:2] for e in events if e["ok"] and e["call"] in ("rename", "renameat", "renameat2")
+               and len(e["paths"]) >= 2 and inside(e["paths"][1])]
+    short = lambda p: "{sandbox}/" + p[len(within.rstrip("/")) + 1:]
+    return {"written": [short(p) for p in written], "in_place": [short(p) for p in in_place],
+            "renamed_onto": sorted({short(dst) for _, dst in renames}), "locks": mechanisms(events)}
 
 
 def mechanisms(events: list[dict]) -> list[str]:

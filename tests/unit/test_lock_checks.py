@@ -4,7 +4,7 @@ import json
 import pytest
 
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
-from clirace.checks._lockerror import find_error
+from clirace.lockerror import find_error
 
 from .histories import history, inv, trial
 
@@ -156,3 +156,19 @@ def test_lock_wait(case, status, code):
     v = lock_wait.check(history(case))
     assert v.status == status
     assert [f.code for f in v.findings] == ([code] if code else [])
+
+
+def test_retry_hint_that_never_gets_through_fails():
+    t = conflict(inv("contender", 4, stdout=ENVELOPE))
+    t.invocations += [inv("retry-1", 4, stdout=ENVELOPE), inv("retry-2", 4, stdout=ENVELOPE), inv("retry-3", 4, stdout=ENVELOPE)]
+    t.facts["retry"] = {"hint": 250, "waited_ms": 250, "tries": 3, "succeeded": False}
+    v = lock_structured.check(history(t))
+    assert v.status == "fail" and v.findings[0].code == "CR208"
+
+
+def test_retry_hint_that_gets_through_passes():
+    t = conflict(inv("contender", 4, stdout=ENVELOPE))
+    t.invocations.append(inv("retry-1", 0))
+    t.facts["retry"] = {"hint": 250, "waited_ms": 250, "tries": 1, "succeeded": True}
+    v = lock_structured.check(history(t))
+    assert v.status == "pass" and "got through on try 1" in v.summary

@@ -8,7 +8,7 @@ def session_trial(with_ids, writes, observed=True, produced=None):
     runs = {label: {"marker": f"m{i}", "output": f"/o{i}", "produced": (produced or {}).get(label, f"m{i}"),
                     "session_id": f"sess{i}"} for i, label in enumerate(writes)}
     return trial("session", name="with" if with_ids else "without", invocations=[inv(label) for label in writes],
-                 with_ids=with_ids, runs=runs, temp_dirs=["/sb/tmp"], observed=observed,
+                 with_ids=with_ids, runs=runs, temp_dirs=["/sb/tmp"], traced=observed,
                  temp_writes=writes if observed else None)
 
 

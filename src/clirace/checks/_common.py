@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 
 from ..findings import FAIL, NOT_APPLICABLE, PASS, UNKNOWN, Evidence, Finding, Verdict
 
@@ -13,11 +14,37 @@ def evidence(trial, labels=(), expected="", found="") -> Evidence:
         if inv is not None:
             invocations.append({"label": label, "command": shlex.join(inv.argv), "outcome": inv.outcome(),
                                 "printed": inv.printed()})
-    return Evidence(trial=f"{trial.scenario}: {trial.name} (round {trial.round + 1})", invocations=invocations,
-                    expected=str(expected), found=str(found))
+    amplified = " amplified" if trial.facts.get("amplified") else ""
+    return Evidence(trial=f"{trial.scenario}: {trial.name} (round {trial.round + 1}{amplified})", invocations=invocations,
+                    expected=_line(expected), found=_line(found), observed=describe_observed(trial))
 
 
-def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass) -> Verdict:
+def _line(value, limit=200) -> str:
+    text = " ".join(str(value).split())
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def describe_observed(trial) -> str:
+    """One sentence on how the traced invocations of a trial wrote files: shared paths, in-place writes, locks."""
+    observed = trial.facts.get("observed")
+    if not observed:
+        return ""
+    n = len(observed)
+    writers = Counter(path for s in observed.values() for path in set(s["written"]))
+    parts = [f"all {n} invocations wrote {path}" if count == n else f"{count} of {n} invocations wrote {path}"
+             for path, count in writers.most_common() if count > 1][:2]
+    in_place = sorted({p for s in observed.values() for p in s["in_place"]} - {p for s in observed.values() for p in s["renamed_onto"]})
+    if in_place:
+        parts.append(f"rewrote {', '.join(in_place[:2])} in place (O_TRUNC) instead of temp + rename")
+    renamed = sorted({p for s in observed.values() for p in s["renamed_onto"]})
+    if renamed:
+        parts.append(f"replaced {', '.join(renamed[:2])} by rename")
+    locks = sorted({m for s in observed.values() for m in s["locks"]})
+    parts.append(f"locking seen: {', '.join(locks)}" if locks else "no lock call seen (flock, fcntl, O_EXCL)")
+    return "; ".join(parts)
+
+
+def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=None) -> Verdict:
     """Judge each trial with `judge_one(trial) -> list[Finding]`; any finding fails, errors make it unknown.
 
     The summary says in how many rounds it failed, so a race seen once in five rounds reads as such.
@@ -33,17 +60,22 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass) -> Verd
         if any(not f.advisory for f in mine):
             failed_rounds.append(trial)
         findings.extend(mine)
-    judged = len(trials) - len(errors)
+    judged = [t for t in trials if not t.error]
+    amplified = [t for t in judged if t.facts.get("amplified")]
+    rates = {"rounds": len(judged), "failed_rounds": len(failed_rounds), "amplified_rounds": len(amplified),
+             "failed_amplified_rounds": sum(1 for t in failed_rounds if t.facts.get("amplified"))}
+    how = f"{len(amplified)} of them amplified" if amplified else "none amplified"
     if failed_rounds:
         first = next(f for f in findings if not f.advisory)
-        summary = f"failed in {len(failed_rounds)} of {judged} rounds; first: {first.message()}"
-        if 0 < len(failed_rounds) < judged:
-            summary += f" (non-deterministic: rounds {', '.join(str(t.round + 1) for t in failed_rounds)} failed)"
-        return Verdict(check_id, FAIL, summary, findings)
+        what = tally(findings) if tally else first.message()
+        summary = f"{what} in {len(failed_rounds)} of {len(judged)} rounds ({how})"
+        if 0 < len(failed_rounds) < len(judged):
+            summary += f"; non-deterministic: rounds {', '.join(str(t.round + 1) for t in failed_rounds)} failed"
+        return Verdict(check_id, FAIL, summary, findings, rates=rates)
     if errors:
         return Verdict(check_id, UNKNOWN, f"could not decide: {errors[0].error}", findings,
                        hint="Fix the spec or the tool so that the trial can run (see the error).")
-    return Verdict(check_id, PASS, describe_pass(trials), findings)
+    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how})", findings, rates=rates)
 
 
 def ok_count(trial, prefix: str) -> int:

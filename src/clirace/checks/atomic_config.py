@@ -49,15 +49,16 @@ def check(history):
                        hint="Add a keys workload with config: {path, format}.")
     if any(t.error for t in trials):
         return Verdict(ID, UNKNOWN, f"could not decide: {next(t.error for t in trials if t.error)}")
-    findings, notes, untested = [], [], []
+    findings, notes, untested, killed, missed = [], [], [], [], []
     for trial in trials:
         f = trial.facts
-        if "samples" in f:
+        if "samples" in f or "point" not in f:
             if f["bad"]:
                 findings.append(finding("CR601", trial, [i.label for i in trial.labelled("set-")], "always parseable",
                                         f"{f['bad']} torn samples", bad=f["bad"], samples=f["samples"],
                                         first=f["first_bad"] or ""))
-            notes.append(f"{f['samples']} samples during parallel writes, none torn" if not f["bad"] else "")
+            if "samples" in f:
+                notes.append(f"{f['samples']} samples during parallel writes, none torn" if not f["bad"] else "")
             continue
         if "untestable" in f:
             untested.append(f"kill at {f['point']}: {f['untestable']}")
@@ -67,8 +68,11 @@ def check(history):
             findings.append(finding("CR602", trial, ["killed-writer"], "the old or the new config, whole", state,
                                     point=f["point"], state=state))
         else:
-            notes.append(f"killed at {f['point']}: config whole" if f["killed"] else
-                         f"no kill at {f['point']} (never reached): config whole")
+            (killed if f["killed"] else missed).append(f["point"])
+    if killed:
+        notes.append(f"writer killed at {len(killed)} points ({', '.join(killed)}): config whole each time")
+    if missed:
+        notes.append(f"kill points never reached: {', '.join(missed)}")
     if findings:
         return Verdict(ID, FAIL, "; ".join(x.message() for x in findings), findings)
     if untested:

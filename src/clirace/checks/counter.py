@@ -22,4 +22,12 @@ def judge_one(trial):
 def check(history):
     trials = history.of("counter")
     return verdict_over_rounds(ID, trials, judge_one, lambda ts: (
-        f"{sum(ok_count(t, 'inc-') for t in ts)} successful increments over {len(ts)} rounds, none lost"))
+        f"{sum(ok_count(t, 'inc-') for t in ts)} successful increments over {len(ts)} rounds, none lost"), tally=_tally)
+
+
+def _tally(findings):
+    lost = [f for f in findings if f.code == "CR101"]
+    if not lost:
+        return findings[0].message()
+    return (f"lost {sum(f.args['lost'] for f in lost)} of {sum(f.args['ok'] for f in lost)} increments "
+            f"that exited 0")

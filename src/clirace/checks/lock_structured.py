@@ -1,7 +1,7 @@
 """Structured lock error (level 2): a contender fails promptly, non-zero, with LOCK_HELD and retry_after_ms."""
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
 from ._common import finding
-from ._lockerror import advisories, find_error
+from ..lockerror import advisories, find_error
 
 ID = "lock-error-structured"
 
@@ -39,5 +39,13 @@ def check(history):
         found = [finding(code, trial, labels, "code LOCK_HELD with integer retry_after_ms >= 0",
                          contender.printed(120), **args) for code, args in printed.problems]
         return Verdict(ID, FAIL, found[0].message(), [*found, *advisory])
+    retry = trial.facts.get("retry")
+    if retry and not retry["succeeded"]:
+        tries = [i.label for i in trial.invocations if i.label.startswith("retry-")]
+        f = finding("CR208", trial, ["holder", *tries], "a retry succeeds", trial.invocation(tries[-1]).printed(120),
+                    tries=retry["tries"], waited_ms=retry["waited_ms"])
+        return Verdict(ID, FAIL, f.message(), [f, *advisory])
+    followed = f"; after the holder ended, a retry {retry['waited_ms']} ms later got through on try {retry['tries']}" \
+        if retry else ""
     return Verdict(ID, PASS, f"{contender.outcome()} after {contender.duration * 1000:.0f} ms with LOCK_HELD, "
-                   f"retry_after_ms={printed.error['retry_after_ms']} on {printed.stream}", advisory)
+                   f"retry_after_ms={printed.error['retry_after_ms']} on {printed.stream}{followed}", advisory)

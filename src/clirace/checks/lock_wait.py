@@ -2,7 +2,7 @@
 with the structured LOCK_HELD error, having really waited."""
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
 from ._common import finding
-from ._lockerror import find_error
+from ..lockerror import find_error
 
 ID = "lock-wait-timeout"
 

@@ -26,7 +26,7 @@ def check(history):
                     findings.append(finding("CR503", trial, [label], "exit 0", inv.outcome(), label=label,
                                             outcome=inv.outcome(), printed=inv.printed(100)))
         findings.extend(output_findings(trial, runs))
-        if not trial.facts["observed"]:
+        if not trial.facts["traced"]:
             continue
         writes = trial.facts["temp_writes"]
         users = defaultdict(list)
@@ -43,7 +43,7 @@ def check(history):
     if findings:
         return Verdict(ID, FAIL, findings[0].message() + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
                        findings)
-    if not all(t.facts["observed"] for t in trials):
+    if not all(t.facts["traced"] for t in trials):
         return Verdict(ID, NOT_TESTED, "outputs were not clobbered, but which temp files each run wrote could not "
                        f"be observed: {history.environment.get('strace_note', 'strace unavailable')}",
                        hint="Install strace (apt-get install strace) and allow ptrace to test temp paths.")

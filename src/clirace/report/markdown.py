@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..rubric import load_section
+from ._group import grouped, more_text, shown_invocations
 
 ICON = {"pass": "✅ pass", "fail": "❌ fail", "not_tested": "⚪ not tested", "unknown": "⚠️ indeterminate"}
 
@@ -25,18 +26,25 @@ def to_markdown(result) -> str:
     findings = result.findings()
     if findings:
         lines += ["", "### Findings", ""]
-        for f in findings:
+        for f, others in grouped(findings):
             lines.append(f"- **{f.code}** `{f.rule['name']}` ({f.severity}): {f.message()}")
             ev = f.evidence
             if ev.trial:
                 lines.append(f"  - trial: {ev.trial}")
-            for inv in ev.invocations:
+            shown, hidden = shown_invocations(ev)
+            for inv in shown:
                 lines.append(f"  - `{inv['label']}`: `{_cell(inv['command'])}` → {inv['outcome']}; {_cell(inv['printed'])}")
+            if hidden:
+                lines.append(f"  - … {hidden} more invocations (all in `--format json`)")
             if ev.expected or ev.found:
                 lines.append(f"  - expected: {_cell(ev.expected)}; found: {_cell(ev.found)}")
+            if ev.observed:
+                lines.append(f"  - observed: {_cell(ev.observed)}")
             if f.rule.get("fix"):
                 lines.append(f"  - fix: {f.rule['fix']}")
             lines.append(f"  - replay: `{ev.replay}`")
+            if others:
+                lines.append(f"  - {more_text(others)}")
     lines += ["", f"Seed {result.seed}; replay all: `{result.replay()}`; {result.seconds:.1f}s."]
     lines += [f"_{note}_" for note in result.notes]
     return "\n".join(lines) + "\n"

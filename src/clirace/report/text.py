@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..rubric import load_section
+from ._group import grouped, more_text, shown_invocations
 
 STYLE = {"pass": "green", "fail": "bold red", "not_tested": "yellow", "unknown": "magenta"}
 WORD = {"pass": "pass", "fail": "FAIL", "not_tested": "not tested", "unknown": "indeterminate"}
@@ -43,17 +44,24 @@ def render_text(result, out: Console) -> None:
     if findings:
         out.print()
         out.print(Text("Findings", style="bold"))
-        for f in findings:
+        for f, others in grouped(findings):
             style = {"corruption": "bold red", "error": "red"}.get(f.severity, "cyan")
             out.print(Text.assemble((f"{f.code} {f.rule['name']}", style), f" [{f.severity}] ", f.message()))
             ev = f.evidence
-            for inv in ev.invocations:
+            shown, hidden = shown_invocations(ev)
+            for inv in shown:
                 out.print(Text(f"    {inv['label']}: {inv['command']}\n      -> {inv['outcome']}; {inv['printed']}"))
+            if hidden:
+                out.print(Text(f"    … {hidden} more invocations (all in --format json)"))
             if ev.expected or ev.found:
                 out.print(Text(f"    expected: {ev.expected}   found: {ev.found}"))
+            if ev.observed:
+                out.print(Text(f"    observed: {ev.observed}"))
             if not f.advisory:
                 out.print(Text(f"    fix: {f.rule.get('fix', '')}"))
                 out.print(Text(f"    replay: {ev.replay}", style="dim"))
+            if others:
+                out.print(Text(f"    {more_text(others)}", style="dim"))
     for note in result.notes:
         out.print(Text(f"note: {note}", style="yellow"))
     top = max(level["score"] for level in section["levels"])

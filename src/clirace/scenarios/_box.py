@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import placeholders
@@ -29,13 +29,6 @@ class Context:
     keep: bool = False
     strace: bool = False
     progress: object = None
-    rng: random.Random = field(init=False)
-
-    def __post_init__(self):
-        self.rng = random.Random(self.seed)
-
-    def token(self) -> str:
-        return f"{self.rng.getrandbits(32):08x}"
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -46,7 +39,7 @@ class Context:
         """A fresh sandbox with setup done; removed afterwards unless --keep. Failures become trial.error."""
         root = Path(tempfile.mkdtemp(prefix=f"{trial.scenario}-", dir=self.workdir))
         sandbox = Sandbox(root, self.spec.spec_dir)
-        box = Box(self.spec, sandbox, trial)
+        box = Box(self.spec, sandbox, trial, random.Random(f"{self.seed}/{trial.scenario}/{trial.name}/{trial.round}"))
         try:
             box.setup()
             yield box
@@ -62,8 +55,11 @@ class Context:
 
 
 class Box:
-    def __init__(self, spec: Spec, sandbox: Sandbox, trial: Trial):
+    def __init__(self, spec: Spec, sandbox: Sandbox, trial: Trial, rng: random.Random):
         self.spec = spec
+        # Every random choice of a trial (tokens, delays, kill points) comes from here: derived from the run's
+        # seed and the trial's identity, so `--only CHECK` replays a trial exactly as the full run made it.
+        self.rng = rng
         self.sandbox = sandbox
         self.trial = trial
         self.env = sandbox.environ(spec.env)
@@ -71,6 +67,9 @@ class Box:
         env_changes.update({k: self.env[k] for k in spec.env})
         self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout)
         self._running: list[Running] = []
+
+    def token(self) -> str:
+        return f"{self.rng.getrandbits(32):08x}"
 
     def path(self, template: str, **extra) -> str:
         return self.sandbox.expand(template, **extra)
@@ -86,11 +85,10 @@ class Box:
         return invocation
 
     def run(self, label: str, sub, prefix=(), extra_env=None, wrap=(), timeout=None, **extra) -> Invocation:
-        argv = [*wrap, *self.argv(sub, prefix, **extra)]
-        return self.record(self.launcher.run(label, argv, extra_env, timeout))
+        return self.record(self.launcher.run(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap))
 
     def start(self, label: str, sub, prefix=(), extra_env=None, wrap=(), timeout=None, **extra) -> Running:
-        running = self.launcher.start(label, [*wrap, *self.argv(sub, prefix, **extra)], extra_env, timeout)
+        running = self.launcher.start(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap)
         self._running.append(running)
         return running
 
@@ -98,7 +96,7 @@ class Box:
         return self.record(running.finish())
 
     def together(self, jobs) -> list[Invocation]:
-        """jobs: (label, full argv, extra env). Released at once from the barrier; all finished on return."""
+        """jobs: (label, full argv, extra env[, wrap]). Released at once from the barrier; all finished on return."""
         runnings = self.launcher.start_together(jobs)
         self._running.extend(runnings)
         return [self.record(r.finish()) for r in runnings]

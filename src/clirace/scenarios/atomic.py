@@ -1,7 +1,9 @@
 """Atomic config writes: sample the config file while writers run in parallel, and kill a writer mid-write.
 
-The kill uses strace's fault injection: SIGKILL at the writer's first write to the config path itself (an
-in-place writer has already truncated it by then), and at its first rename (an atomic writer's commit point).
+Crash injection: one traced run of a writer lists its write and rename calls that touch the config file's
+directory (the config itself, or a temp file beside it); then, in a fresh sandbox each, the writer is
+SIGKILLed by strace at each of those calls in turn (`inject=CALL:signal=SIGKILL:when=N`, N counted per
+call and per process, as strace does). After each kill the file must be the old one or the new one, whole.
 """
 from __future__ import annotations
 
@@ -14,10 +16,8 @@ from ..configfile import Unparseable, parse
 from ..history import Trial
 from ._box import Context, TrialFailed
 
-KILL_POINTS = {
-    "its first write to the config file": (observe.WRITE_CALLS, True),
-    "its first rename": (observe.RENAME_CALLS, False),
-}
+MAX_KILL_POINTS = 8
+KILL_CALLS = f"{observe.WRITE_CALLS},{observe.RENAME_CALLS}"
 
 
 def _keys_workload(ctx):
@@ -29,25 +29,72 @@ def run(ctx: Context) -> list[Trial]:
     if workload is None:
         return []
     trials = [_sampled(ctx, workload)]
-    for point, (calls, on_path) in KILL_POINTS.items():
-        trial = Trial("atomic-config", f"writer killed at {point}")
+    if not ctx.strace:
+        trials.append(Trial("atomic-config", "writer killed mid-write",
+                            facts={"point": "each write and rename", "untestable": "strace is not available to kill "
+                                   "the writer mid-write"}))
+        return trials
+    points, discovery = _kill_points(ctx, workload)
+    if discovery is not None:
+        trials.append(discovery)
+        return trials
+    for point in points:
+        trial = Trial("atomic-config", f"writer killed at {point['name']}")
         trials.append(trial)
-        trial.facts["point"] = point
-        if not ctx.strace:
-            trial.facts["untestable"] = "strace is not available to kill the writer mid-write"
-            continue
-        ctx.say(f"atomic config: writer killed at {point}")
+        ctx.say(f"atomic config: writer killed at {point['name']}")
         with ctx.box(trial) as box:
             box.setup(workload.setup)
             path = Path(box.path(workload.config.path))
             _seed(box, workload)
             old = path.read_text()
-            wrap = observe.kill_prefix(calls, path=str(path) if on_path else None)
+            wrap = observe.kill_prefix(point["call"], when=point["when"])
             inv = box.run("killed-writer", workload.run, wrap=wrap, key="clirace_killed", value="after-kill",
                           i=0, n=1, session_id="s0")
-            trial.facts.update(format=workload.config.format, key_path=workload.config.key, old=old,
-                               after=_text(path), key="clirace_killed", value="after-kill", killed=inv.signal == 9)
+            trial.facts.update(point=point["name"], format=workload.config.format, key_path=workload.config.key,
+                               old=old, after=_text(path), key="clirace_killed", value="after-kill",
+                               killed=inv.signal == 9)
     return trials
+
+
+def _kill_points(ctx, workload):
+    """(points, None), or ([], a trial saying why there is nothing to kill)."""
+    ctx.say("atomic config: tracing one writer to find its kill points")
+    trial = Trial("atomic-config", "writer traced to find kill points")
+    points = []
+    with ctx.box(trial) as box:
+        box.setup(workload.setup)
+        _seed(box, workload)
+        path = Path(box.path(workload.config.path))
+        prefix = box.sandbox.root / "trace" / "writer"
+        prefix.parent.mkdir()
+        wrap = ["strace", "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={KILL_CALLS}", "-o", str(prefix), "--"]
+        inv = box.run("traced-writer", workload.run, wrap=wrap, key="clirace_killed", value="after-kill",
+                      i=0, n=1, session_id="s0")
+        if not inv.ok:
+            raise TrialFailed(f"the config writer failed under trace ({inv.outcome()}; {inv.printed()})")
+        seen: dict[tuple, int] = {}
+        for event in observe.file_events(prefix, box.launcher.cwd):
+            key = (event["pid"], event["call"])
+            seen[key] = seen.get(key, 0) + 1
+            touched = [p for p in event["paths"] if Path(p).parent == path.parent]
+            if touched:
+                if event["call"].startswith("rename"):
+                    name = f"the rename onto {Path(event['paths'][-1]).name}"
+                elif touched[0] == str(path):
+                    name = f"{event['call']} #{seen[key]} to {path.name} itself"
+                else:  # a temp file's name is random; say what it is, not what it is called
+                    name = f"{event['call']} #{seen[key]} to a temp file beside {path.name}"
+                points.append({"call": event["call"], "when": seen[key], "name": name})
+    if trial.error:
+        return [], trial
+    if not points:
+        trial.error = (f"the config writer never wrote or renamed anything in {path.parent}; is "
+                       "workloads[keys].config.path the file it writes?")
+        return [], trial
+    if len(points) > MAX_KILL_POINTS:  # keep the first writes, the last ones and the commit (last call)
+        keep = sorted({*range(MAX_KILL_POINTS // 2), *range(len(points) - MAX_KILL_POINTS // 2, len(points))})
+        points = [points[i] for i in keep]
+    return points, None
 
 
 def _seed(box, workload):

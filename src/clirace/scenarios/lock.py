@@ -9,10 +9,14 @@ import signal
 import time
 
 from ..history import Trial
+from ..lockerror import find_error
 from ._box import Context
 from ._hold import POLL, Holder
 
-SIGNAL_WAIT = 5.0  # how long a holder may take to exit after SIGINT/SIGTERM
+SIGNAL_WAIT = 5.0
+RETRIES = 3  # "within a few tries" of obeying the hint
+DEFAULT_RETRY_MS = 1000  # used when the hint is unusable (that is a finding of its own)
+MAX_RETRY_MS = 5000  # how long a holder may take to exit after SIGINT/SIGTERM
 WAYS = ("normal", "error", "sigint", "sigterm", "sigkill")
 
 
@@ -50,8 +54,26 @@ def conflict(ctx: Context) -> list[Trial]:
                 trial.facts["after_release"] = "finished"
             elif state == "reached":
                 running.stop()
-            box.finish(running)
+            contender = box.finish(running)
+            printed = find_error(contender.stdout, contender.stderr)
+            if state == "exited" and printed.says_lock_held:
+                _follow_hint(ctx, box, holder, printed.error.get("retry_after_ms"), trial)
     return [trial]
+
+
+def _follow_hint(ctx, box, holder, hint, trial):
+    """Act as an agent obeying retry_after_ms once the holder has finished: it should get through."""
+    holder.release()
+    wait_ms = hint if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 0 else DEFAULT_RETRY_MS
+    waited = min(wait_ms, MAX_RETRY_MS)
+    trial.facts["retry"] = {"hint": hint, "waited_ms": waited, "tries": 0, "succeeded": False}
+    for attempt in range(1, RETRIES + 1):
+        time.sleep(waited / 1000)
+        inv = box.run(f"retry-{attempt}", ctx.spec.lock.contender)
+        trial.facts["retry"]["tries"] = attempt
+        if inv.ok:
+            trial.facts["retry"]["succeeded"] = True
+            return
 
 
 def wait(ctx: Context) -> list[Trial]:

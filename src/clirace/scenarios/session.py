@@ -28,12 +28,12 @@ def run(ctx: Context) -> list[Trial]:
             trace_dir = box.sandbox.root / "trace"
             trace_dir.mkdir()
             wrap = (lambda label: observe.trace_prefix(trace_dir / label)) if ctx.strace else None
-            token = ctx.token()
+            token = box.token()
             ids = [f"sess{i}-{token}" for i in range(ctx.parallel)] if with_ids else None
             runs = run_outputs(ctx, box, command, "run", session_flag=session.flag if with_ids else None,
                                session_env=session.env if with_ids else None, wrap=wrap, session_ids=ids)
             temp_dirs = [box.path(d) for d in session.temp_dirs]
-            trial.facts.update(with_ids=with_ids, runs=runs, temp_dirs=temp_dirs, observed=ctx.strace)
+            trial.facts.update(with_ids=with_ids, runs=runs, temp_dirs=temp_dirs, traced=ctx.strace)
             if ctx.strace:
                 trial.facts["temp_writes"] = {
                     label: [p for p in observe.written_paths(observe.file_events(trace_dir / label, box.launcher.cwd))

@@ -1,30 +1,63 @@
 """Parallel workloads: N invocations released together, then the state read back.
 
-One trial per workload per round. Every value the invariant needs (start, keys written, items seeded,
-inputs) is recorded in the trial's facts, so the checks judge the history alone.
+One trial per workload per round. When strace can trace, every round after the first is amplified: each
+invocation runs under strace, which records its file operations and delays its writes and renames by a
+few milliseconds chosen from the seed (see observe.amplify_prefix). The first round stays plain, so a tool
+is also seen at its natural speed. Every value the invariant needs (start, keys written, items seeded,
+inputs, delays) is recorded in the trial's facts, so the checks judge the history alone.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from .. import observe
 from ..history import Trial
-from ._box import Context, TrialFailed
+from ._box import Box, Context, TrialFailed
 
 INTEGER = re.compile(r"-?\d+")
+DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python start-up spread on 2 cores
 
 
 def run(ctx: Context) -> list[Trial]:
     trials = []
     for workload in ctx.spec.workloads:
         for round_ in range(ctx.rounds):
-            ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel")
+            amplified = ctx.strace and round_ > 0
+            ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel"
+                    + (" (amplified)" if amplified else ""))
             trial = Trial(workload.kind, workload.name, round_)
+            trial.facts["amplified"] = amplified
             with ctx.box(trial) as box:
                 box.setup(workload.setup)
-                RUNNERS[workload.kind](ctx, box, workload, trial)
+                RUNNERS[workload.kind](ctx, box, workload, trial, Parallel(ctx, box, trial, amplified))
             trials.append(trial)
     return trials
+
+
+class Parallel:
+    """Starts one parallel round, wrapped in the amplifier when asked, and keeps what it observed."""
+
+    def __init__(self, ctx: Context, box: Box, trial: Trial, amplified: bool):
+        self.ctx, self.box, self.trial, self.amplified = ctx, box, trial, amplified
+        self.trace_dir = box.sandbox.root / "trace"
+
+    def wrap(self, label: str) -> list[str]:
+        if not self.amplified:
+            return []
+        delay = self.box.rng.randint(*DELAY_MS)
+        self.trial.facts.setdefault("delays_ms", {})[label] = delay
+        self.trace_dir.mkdir(exist_ok=True)
+        return observe.amplify_prefix(self.trace_dir / label, delay)
+
+    def run(self, jobs):
+        """jobs: (label, full argv, extra env, [ignored wrap]); the amplifier wraps each when on."""
+        self.box.together([(label, argv, env, self.wrap(label)) for label, argv, env, *_ in jobs])
+        if self.amplified:
+            root = str(self.box.sandbox.root)
+            self.trial.facts["observed"] = {
+                label: observe.summary(observe.file_events(self.trace_dir / label, self.box.launcher.cwd), root)
+                for label, *_ in jobs}
 
 
 def _read_int(box, workload, label):
@@ -36,25 +69,23 @@ def _read_int(box, workload, label):
     return int(found.group())
 
 
-def _counter(ctx, box, workload, trial):
+def _counter(ctx, box, workload, trial, parallel):
     start = workload.start if workload.start is not None else _read_int(box, workload, "read-before")
-    jobs = [(f"inc-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
-            for i in range(ctx.parallel)]
-    box.together(jobs)
+    parallel.run([(f"inc-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
+                  for i in range(ctx.parallel)])
     trial.facts.update(start=start, final=_read_int(box, workload, "read-after"))
 
 
-def _keys(ctx, box, workload, trial):
-    token = ctx.token()
+def _keys(ctx, box, workload, trial, parallel):
+    token = box.token()
     keys = {f"set-{i}": [f"clirace_k{i}", f"v{i}-{token}"] for i in range(ctx.parallel)}
-    jobs = [(label, box.argv(workload.run, i=i, n=ctx.parallel, key=k, value=v, session_id=f"s{i}"), None)
-            for i, (label, (k, v)) in enumerate(keys.items())]
-    box.together(jobs)
     trial.facts["keys"] = keys
+    parallel.run([(label, box.argv(workload.run, i=i, n=ctx.parallel, key=k, value=v, session_id=f"s{i}"), None)
+                  for i, (label, (k, v)) in enumerate(keys.items())])
     if workload.config:
         path = Path(box.path(workload.config.path))
         trial.facts["config"] = {"path": str(path), "format": workload.config.format,
-                                 "key": workload.config.key, "text": _read_text(path)}
+                                 "key": workload.config.key, "text": read_text(path)}
     else:
         found = {}
         for label, (key, _value) in keys.items():
@@ -64,29 +95,28 @@ def _keys(ctx, box, workload, trial):
         trial.facts["read"] = found
 
 
-def _claim(ctx, box, workload, trial):
-    token = ctx.token()
+def _claim(ctx, box, workload, trial, parallel):
+    token = box.token()
     items = [f"item{i}-{token}" for i in range(ctx.parallel)]
     for i, item in enumerate(items):
         inv = box.run(f"add-{i}", workload.add, item=item, i=i)
         if not inv.ok:
             raise TrialFailed(f"adding queue item failed: {' '.join(inv.argv)!r} ({inv.outcome()}; {inv.printed()})")
-    jobs = [(f"claim-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
-            for i in range(ctx.parallel)]
-    box.together(jobs)
     trial.facts.update(items=items, pattern=workload.claimed)
+    parallel.run([(f"claim-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
+                  for i in range(ctx.parallel)])
     if workload.list:
         inv = box.run("list-after", workload.list)
         trial.facts["remaining"] = [line.strip() for line in inv.stdout.splitlines() if line.strip()] if inv.ok else None
 
 
-def _output(ctx, box, workload, trial):
-    trial.facts["runs"] = run_outputs(ctx, box, workload.run, "out")
+def _output(ctx, box, workload, trial, parallel):
+    trial.facts["runs"] = run_outputs(ctx, box, workload.run, "out", run=parallel.run)
 
 
-def run_outputs(ctx, box, run, prefix, session_flag=None, session_env=None, wrap=None, session_ids=None):
+def run_outputs(ctx, box, command, prefix, session_flag=None, session_env=None, wrap=None, session_ids=None, run=None):
     """N parallel runs, each with its own input file holding a unique token; returns what each produced."""
-    token = ctx.token()
+    token = box.token()
     io = box.sandbox.root / "io"
     runs = {}
     jobs = []
@@ -96,18 +126,16 @@ def run_outputs(ctx, box, run, prefix, session_flag=None, session_env=None, wrap
         marker = f"clirace-input-{i}-{token}"
         inp.write_text(marker)
         sid = session_ids[i] if session_ids else f"s{i}"
-        values = dict(i=i, n=ctx.parallel, input=inp, output=out, session_id=sid)
-        argv = box.argv(run, prefix=session_flag or (), **values)
-        extra = {session_env: sid} if session_env else None
-        jobs.append((label, [*(wrap(label) if wrap else ()), *argv], extra))
+        argv = box.argv(command, prefix=session_flag or (), i=i, n=ctx.parallel, input=inp, output=out, session_id=sid)
+        jobs.append((label, argv, {session_env: sid} if session_env else None, wrap(label) if wrap else ()))
         runs[label] = {"marker": marker, "output": str(out), "session_id": sid}
-    box.together(jobs)
-    for label, facts in runs.items():
-        facts["produced"] = _read_text(Path(facts["output"]))
+    (run or box.together)(jobs)
+    for facts in runs.values():
+        facts["produced"] = read_text(Path(facts["output"]))
     return runs
 
 
-def _read_text(path: Path, limit: int = 256 * 1024) -> str | None:
+def read_text(path: Path, limit: int = 256 * 1024) -> str | None:
     try:
         with open(path, "rb") as handle:
             return handle.read(limit).decode("utf-8", errors="replace")

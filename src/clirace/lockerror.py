@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import jsonschema
 
-from ..rubric import lock_held_schema
+from .rubric import lock_held_schema
 
 _DECODER = json.JSONDecoder()
 
