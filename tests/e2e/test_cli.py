@@ -1,0 +1,63 @@
+"""The command line as a CI job uses it: exit codes, formats, saved histories judged again."""
+import json
+
+import pytest
+
+from ..conftest import FIXTURES, run_clirace
+
+LEVEL1 = FIXTURES / "level1" / "clirace.yaml"
+QUICK = ("--only", "lock-excludes", "--only", "lock-error-structured")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_min_score_gates_and_json_shape():
+    passing = run_clirace("check", LEVEL1, *QUICK, "--format", "json", "--min-score", "0")
+    assert passing.returncode == 0, passing.stderr
+    result = json.loads(passing.stdout)
+    assert {"score", "criteria", "findings", "seed", "replay"} <= set(result)
+    assert all(c["status"] in ("pass", "fail", "not_tested") for c in result["criteria"])
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail"
+    gated = run_clirace("check", LEVEL1, *QUICK, "--format", "json", "--min-score", "2")
+    assert gated.returncode == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_saved_history_is_judged_the_same_without_launching(tmp_path):
+    history = tmp_path / "h.json"
+    first = run_clirace("check", LEVEL1, *QUICK, "--format", "json", "--history", history)
+    again = run_clirace("judge", history, "--format", "json")
+    assert again.returncode == 0, again.stderr
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    assert [(c["id"], c["status"]) for c in a["criteria"] if c["id"].startswith("lock-e")] == \
+        [(c["id"], c["status"]) for c in b["criteria"] if c["id"].startswith("lock-e")]
+    assert [f["code"] for f in a["findings"]] == [f["code"] for f in b["findings"]]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_plain_text_when_not_a_terminal_and_markdown(tmp_path):
+    text = run_clirace("check", LEVEL1, *QUICK)
+    assert "\x1b[" not in text.stdout and "score" in text.stdout and "CR202" in text.stdout
+    report = tmp_path / "r.md"
+    md = run_clirace("check", LEVEL1, *QUICK, "--format", "markdown", "--output", report)
+    assert md.returncode == 0 and report.read_text().startswith("## clirace")
+
+
+def test_judge_rejects_a_file_that_is_not_a_history(tmp_path):
+    bogus = tmp_path / "x.json"
+    bogus.write_text("{}")
+    proc = run_clirace("judge", bogus)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "history" in proc.stderr
+
+
+def test_unknown_only_is_a_usage_error():
+    proc = run_clirace("check", LEVEL1, "--only", "nope")
+    assert proc.returncode == 2 and "not a check" in proc.stderr
+
+
+def test_schema_prints_json_schema():
+    proc = run_clirace("schema")
+    assert json.loads(proc.stdout)["title"] == "clirace spec"

@@ -1,0 +1,58 @@
+"""A seed replays every choice clirace makes; without strace the result says what it could not gather."""
+import json
+import os
+
+import pytest
+
+from ..conftest import FIXTURES, run_clirace
+
+
+def plan(history_file):
+    """Everything clirace chose in a run: command lines, environment changes, wrappers (delays), tokens."""
+    data = json.loads(history_file.read_text())
+    out = []
+    for t in data["trials"]:
+        facts = {k: v for k, v in t["facts"].items() if k in ("delays_ms", "keys", "items", "amplified")}
+        out.append((t["scenario"], t["name"], t["round"], facts,
+                    [(i["label"], i["argv"], i["wrapper"]) for i in t["invocations"] if not i["label"].startswith("read")]))
+    return out
+
+
+def _strip_sandbox(value, roots):
+    text = json.dumps(value)
+    for root in roots:
+        text = text.replace(root, "<sandbox>")
+    return json.loads(text)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_same_seed_same_choices_other_seed_other_choices(tmp_path):
+    spec = FIXTURES / "level0" / "clirace.yaml"
+    runs = {}
+    for name, seed in (("a", 5), ("b", 5), ("c", 6)):
+        history = tmp_path / f"{name}.json"
+        proc = run_clirace("check", spec, "--seed", seed, "--only", "keys", "--only", "claim", "--rounds", "2",
+                           "--history", history, "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(history.read_text())
+        roots = [t["facts"]["sandbox"] for t in data["trials"]]
+        runs[name] = _strip_sandbox(plan(history), roots)
+    assert runs["a"] == runs["b"]
+    assert runs["a"] != runs["c"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_without_strace_the_result_says_what_was_not_gathered():
+    env = {**os.environ, "CLIRACE_NO_STRACE": "1"}
+    proc = run_clirace("check", FIXTURES / "level3" / "clirace.yaml", "--format", "json", "--rounds", "1", env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert statuses["session-isolation"] == "not_tested"
+    assert statuses["atomic-config-writes"] == "not_tested"
+    assert result["score"] == 2
+    assert any("strace" in note for note in result["notes"])
+    assert "none amplified" in result["checks"]["counter"]["summary"]
+    assert result["environment"]["strace"] is False
