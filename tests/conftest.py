@@ -18,8 +18,8 @@ def run_clirace(*args, timeout: float = 120, env=None, cwd=None) -> subprocess.C
                           timeout=timeout, env=env, cwd=cwd)
 
 
-def check_json(spec, *args, timeout: float = 120) -> dict:
-    proc = run_clirace("check", spec, "--format", "json", *args, timeout=timeout)
+def check_json(spec, *args, timeout: float = 120, env=None) -> dict:
+    proc = run_clirace("check", spec, "--format", "json", *args, timeout=timeout, env=env)
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     return json.loads(proc.stdout)

@@ -134,18 +134,26 @@ def summary(events: list[dict], within: str) -> dict:
                        and "O_EXCL" not in e.get("flags", [])})
     renames = [e["paths"][:2] for e in events if e["ok"] and e["call"] in ("rename", "renameat", "renameat2")
                and len(e["paths"]) >= 2 and inside(e["paths"][1])]
-    short = lambda p: "{sandbox}/" + p[len(within.rstrip("/")) + 1:]
+    root = within.rstrip("/") + "/"
+    short = lambda text: text.replace(root, "{sandbox}/")  # noqa: E731 - paths read the same in every trial
     return {"written": [short(p) for p in written], "in_place": [short(p) for p in in_place],
-            "renamed_onto": sorted({short(dst) for _, dst in renames}), "locks": mechanisms(events)}
+            "renamed_onto": sorted({short(dst) for _, dst in renames}),
+            "locks": [short(m) for m in mechanisms(events)]}
 
 
 def mechanisms(events: list[dict]) -> list[str]:
-    """The locking mechanisms a trace shows, in words."""
+    """The locking mechanisms a trace shows, in words, with the file each one is on."""
     found = []
-    if any(e.get("lock") and e["call"] == "flock" for e in events):
-        found.append("flock")
-    if any(e.get("lock") and e["call"] == "fcntl" for e in events):
-        found.append("fcntl record lock")
-    if any("O_EXCL" in e.get("flags", []) and "O_CREAT" in e.get("flags", []) for e in events):
-        found.append("O_CREAT|O_EXCL file")
-    return found
+    # A file created with O_EXCL and then renamed is a temp file (mkstemp), not a lock file.
+    renamed = {e["paths"][0] for e in events if e["call"].startswith("rename") and e["paths"]}
+    for e in events:
+        path = e["paths"][0] if e["paths"] else "?"
+        if e.get("lock") and e["call"] == "flock":
+            found.append(f"flock on {path}")
+        elif e.get("lock") and e["call"] == "fcntl":
+            found.append(f"fcntl record lock on {path}")
+        elif "O_EXCL" in e.get("flags", []) and "O_CREAT" in e.get("flags", []) and path not in renamed:
+            found.append(f"lock file created with O_CREAT|O_EXCL: {path}")
+        elif path.endswith(("-journal", "-wal")):
+            found.append(f"sqlite ({os.path.basename(path)})")
+    return list(dict.fromkeys(found))

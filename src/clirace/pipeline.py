@@ -18,6 +18,7 @@ from .checks import NEEDS, run_all
 from .findings import Verdict
 from .history import History
 from .rubric import Criterion, Score, criteria, load_section, score
+from .sandbox import end_run
 from .scenarios import SCENARIOS, Context
 from .spec import Spec
 
@@ -49,6 +50,20 @@ class Result:
         cmd = f"clirace check {shlex.quote(self.spec_path)} --seed {self.seed}"
         return cmd + (f" --only {check}" if check else "")
 
+    def observed(self) -> list[str]:
+        """How the tool was seen to lock and write, from every traced round (empty without strace)."""
+        lines: dict[str, None] = {}
+        for trial in self.history.trials:
+            for summary in (trial.facts.get("observed") or {}).values():
+                for lock in summary["locks"]:
+                    lines[f"locks with {lock}"] = None
+                for path in summary["renamed_onto"]:
+                    lines[f"replaces {path} by rename (atomic)"] = None
+                for path in sorted(set(summary["in_place"]) - set(summary["renamed_onto"])):
+                    if not path.startswith("{sandbox}/io/"):  # clirace's own input and output files
+                        lines[f"rewrites {path} in place (O_TRUNC)"] = None
+        return list(lines)
+
     def findings(self):
         return [f for v in self.verdicts.values() for f in v.findings]
 
@@ -70,7 +85,10 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
             if name in wanted:
                 history.trials.extend(scenario(ctx))
     finally:
-        if not options.keep:
+        end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
+        if options.keep:
+            history.environment["kept"] = str(workdir)  # where they are, also when the run is interrupted
+        else:
             shutil.rmtree(workdir, ignore_errors=True)
     result = judge(history, only=options.only)
     result.seconds = time.monotonic() - started

@@ -1,4 +1,6 @@
 """The reference fixtures, end to end: real processes, real races, and the score each level must get."""
+import os
+
 import pytest
 
 from ..conftest import FIXTURES, check_json
@@ -20,8 +22,17 @@ EXPECTED = {
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("level", sorted(EXPECTED))
-def test_reference_fixture_gets_its_level(level):
-    result = check_json(FIXTURES / f"level{level}" / "clirace.yaml", "--seed", "7")
+def test_reference_fixture_gets_its_level(level, tmp_path):
+    # Canary HOME and TMPDIR for clirace itself: the targets must only ever touch their sandboxes, and
+    # clirace must leave nothing behind in its own temp directory.
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    for canary in (home, tmp):
+        (canary / ".config").mkdir(parents=True)
+        (canary / ".config" / "keep.txt").write_text("canary")
+    before = snapshot(tmp_path)
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp)}
+    result = check_json(FIXTURES / f"level{level}" / "clirace.yaml", "--seed", "7", env=env)
+    assert snapshot(tmp_path) == before
     statuses = {c["id"]: c["status"] for c in result["criteria"]}
     assert result["score"] == level, statuses
     for criterion, status in EXPECTED[level].items():
@@ -34,3 +45,10 @@ def test_reference_fixture_gets_its_level(level):
         assert finding["evidence"]["replay"].startswith("clirace check ")
         if finding["severity"] != "info":
             assert finding["evidence"]["trial"]
+
+
+def snapshot(root):
+    """Every path below root, with size and mtime for files (a directory's mtime changes when clirace
+    creates and removes its own work directory in it, which is allowed)."""
+    return sorted((str(p.relative_to(root)), *((p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else ()))
+                  for p in root.rglob("*"))

@@ -42,6 +42,21 @@ def _drop(data, dotted):
     return data
 
 
+def _in_place_advice(history):
+    """CR603 once, from the first traced keys round that rewrote the config file in place."""
+    for trial in history.of("keys"):
+        config = trial.facts.get("config")
+        for label, summary in (trial.facts.get("observed") or {}).items():
+            if not config:
+                continue
+            name = config["path"].rsplit("/", 1)[-1]
+            hits = [p for p in summary["in_place"] if p.endswith("/" + name)]
+            if hits:
+                return [finding("CR603", trial, [label], "temp file + rename", "open with O_TRUNC",
+                                label=label, path=hits[0], how="open with O_TRUNC")]
+    return []
+
+
 def check(history):
     trials = history.of("atomic-config")
     if not trials:
@@ -69,13 +84,14 @@ def check(history):
                                     point=f["point"], state=state))
         else:
             (killed if f["killed"] else missed).append(f["point"])
+    findings.extend(_in_place_advice(history))
     if killed:
         notes.append(f"writer killed at {len(killed)} points ({', '.join(killed)}): config whole each time")
     if missed:
         notes.append(f"kill points never reached: {', '.join(missed)}")
-    if findings:
-        return Verdict(ID, FAIL, "; ".join(x.message() for x in findings), findings)
+    if any(not x.advisory for x in findings):
+        return Verdict(ID, FAIL, "; ".join(x.message() for x in findings if not x.advisory), findings)
     if untested:
         return Verdict(ID, NOT_TESTED, "; ".join(n for n in notes if n) + "; not tested: " + "; ".join(untested),
                        hint="Install strace (apt-get install strace) and allow ptrace to test kills mid-write.")
-    return Verdict(ID, PASS, "; ".join(n for n in notes if n))
+    return Verdict(ID, PASS, "; ".join(n for n in notes if n), findings)

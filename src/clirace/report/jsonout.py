@@ -26,6 +26,7 @@ def as_dict(result) -> dict:
                       "indeterminate": c.status == UNKNOWN, "evidence": c.evidence, "to_test": c.to_test}
                      for c in result.criteria],
         "findings": [f.to_dict() for f in result.findings()],
+        "observed": result.observed(),
         "checks": {k: v.to_dict() for k, v in result.verdicts.items()},
         "environment": result.history.environment,
         "notes": result.notes,

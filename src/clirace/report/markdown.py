@@ -45,6 +45,9 @@ def to_markdown(result) -> str:
             lines.append(f"  - replay: `{ev.replay}`")
             if others:
                 lines.append(f"  - {more_text(others)}")
+    observed = result.observed()
+    if observed:
+        lines += ["", "### Observed (strace)", "", *[f"- {_cell(line)}" for line in observed]]
     lines += ["", f"Seed {result.seed}; replay all: `{result.replay()}`; {result.seconds:.1f}s."]
     lines += [f"_{note}_" for note in result.notes]
     return "\n".join(lines) + "\n"

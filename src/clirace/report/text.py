@@ -62,6 +62,12 @@ def render_text(result, out: Console) -> None:
                 out.print(Text(f"    replay: {ev.replay}", style="dim"))
             if others:
                 out.print(Text(f"    {more_text(others)}", style="dim"))
+    observed = result.observed()
+    if observed:
+        out.print()
+        out.print(Text("Observed (strace)", style="bold"))
+        for line in observed:
+            out.print(Text(f"  {line}"))
     for note in result.notes:
         out.print(Text(f"note: {note}", style="yellow"))
     top = max(level["score"] for level in section["levels"])
