@@ -70,11 +70,21 @@ class Sandbox:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def end_marked(marker: str) -> list[int]:
-    needle = f"{MARKER}={marker}".encode()
+def end_marked(marker: str, name: str = MARKER, prefix: bool = False, within: float = 2.0) -> list[int]:
+    """SIGKILL every process whose environment has `name`=`marker` (with `prefix`: a value starting with it).
+
+    Sweeps until a sweep finds nothing, so a stray that forks while we sweep is caught by the next one;
+    gives up after `within` seconds (a process that keeps forking faster than we kill) and returns the pids.
+    """
+    needle = f"{name}={marker}".encode()
+    if prefix:
+        match = lambda env: any(entry.startswith(needle) for entry in env.split(b"\0"))  # noqa: E731
+    else:
+        match = lambda env: needle in env.split(b"\0")  # noqa: E731
     killed = []
-    for _ in range(3):  # a stray may fork while we sweep; sweep until nothing is left
-        found = [pid for pid in _pids() if needle in _environ(pid).split(b"\0")]
+    deadline = time.monotonic() + within
+    while True:
+        found = [pid for pid in _pids() if match(_environ(pid))]
         if not found:
             break
         for pid in found:
@@ -83,8 +93,19 @@ def end_marked(marker: str) -> list[int]:
                 killed.append(pid)
             except ProcessLookupError:
                 pass
-        time.sleep(0.02)
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     return killed
+
+
+def end_run(workdir: Path | str) -> list[int]:
+    """SIGKILL whatever any trial of this run (sandboxes under `workdir`) left running.
+
+    The safety net under every trial's own cleanup: it still works when that cleanup was cut short
+    (an exception, Ctrl-C or SIGTERM in the middle of ending the trial's processes).
+    """
+    return end_marked(f"{os.getpid()}:{os.path.join(str(workdir), '')}", prefix=True)
 
 
 def _pids():
