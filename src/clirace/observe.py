@@ -41,14 +41,8 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-def trace_prefix(out_prefix: Path) -> list[str]:
-    """strace arguments recording every file operation of a process tree, one file per process."""
-    return ["strace", "-ff", "-qq", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS}",
-            "-o", str(out_prefix), "--"]
-
-
 def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
-    """Trace file operations (as `trace_prefix`) and delay every write and rename by `delay_ms` on entry.
+    """Trace file operations (one output file per process) and delay every write and rename by `delay_ms`.
 
     Why writes and renames: they end a read-modify-write. Delaying them keeps a process inside its window
     (state read, result not yet saved) long enough for the others to read the same stale state; and an
@@ -70,7 +64,7 @@ def kill_prefix(calls: str, when: int = 1, path: str | None = None) -> list[str]
 
 
 def file_events(out_prefix: Path, cwd: str) -> list[dict]:
-    """Parse the per-process trace files written by `trace_prefix` into plain events."""
+    """Parse the per-process trace files written by `amplify_prefix` into plain events."""
     events = []
     for trace in sorted(out_prefix.parent.glob(out_prefix.name + ".*")):
         pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0

@@ -17,6 +17,10 @@ def check(history):
         return Verdict(ID, UNKNOWN, f"could not decide: {trial.error}")
     f = trial.facts
     inv = trial.invocation("contender")
+    if not f.get("alone_ok", True):
+        alone = trial.invocation("alone")
+        return Verdict(ID, UNKNOWN, f"with {f['option']} the contender fails even when nobody holds the lock "
+                       f"({alone.outcome()}; {alone.printed(100)})", hint="Check lock.wait_option and lock.contender.")
     elapsed_ms = int(inv.duration * 1000)
     common = dict(option=f["option"], elapsed_ms=elapsed_ms, wait_ms=f["wait_ms"], margin_ms=f["margin_ms"])
     labels = ["holder", "contender"]

@@ -27,7 +27,9 @@ def run(ctx: Context) -> list[Trial]:
         with ctx.box(trial) as box:
             trace_dir = box.sandbox.root / "trace"
             trace_dir.mkdir()
-            wrap = (lambda label: observe.trace_prefix(trace_dir / label)) if ctx.strace else None
+            # Traced and amplified like a workload round: the trace decides the temp paths, the delays make
+            # any clobbering of outputs likely to show as well.
+            wrap = (lambda label: observe.amplify_prefix(trace_dir / label, box.rng.randint(2, 20))) if ctx.strace else None
             token = box.token()
             ids = [f"sess{i}-{token}" for i in range(ctx.parallel)] if with_ids else None
             runs = run_outputs(ctx, box, command, "run", session_flag=session.flag if with_ids else None,
