@@ -1,6 +1,13 @@
-"""YAML to plain data, remembering where every value came from (file:line:column) for error messages."""
+"""YAML to plain data, remembering where every value came from (file:line:column) for error messages.
+
+Every failure is a one-paragraph SpecError that points at the defect: the first NUL or non-UTF-8 byte, the
+opening quote or bracket that is never closed (not where the parser finally gave up), the tab, the key that
+appears twice.
+"""
 from __future__ import annotations
 
+import datetime
+import re
 from pathlib import Path
 
 import yaml
@@ -10,6 +17,9 @@ from .errors import SpecError
 # A spec is a few hundred nodes; an alias bomb ("billion laughs") expands to millions.
 MAX_NODES = 20_000
 MAX_BYTES = 1_000_000
+MAX_DEPTH = 32  # lists and mappings nested in each other: a spec needs about 6; PyYAML's scanner is quadratic in it
+_BRACKETS = re.compile(r"[\[\]{}]")
+START_HINT = "Run `clirace schema` for the format; a spec starts with 'version: 1' and 'tool: {command: ...}'."
 
 
 class Located:
@@ -43,30 +53,180 @@ def load_located(path: Path) -> Located:
     except OSError as exc:
         raise SpecError(f"cannot read the spec: {exc.strerror}.", where=origin) from None
     if len(raw) > MAX_BYTES:
-        raise SpecError(f"the spec is {len(raw):,} bytes; a spec is at most {MAX_BYTES:,} bytes.", where=origin,
-                        hint="A spec describes commands; data belongs in setup files.")
+        raise SpecError(f"the spec is {len(raw):,} bytes; expected at most {MAX_BYTES:,} bytes.", where=origin,
+                        hint="A spec describes commands; data belongs in files that setup commands create.")
     if b"\x00" in raw:
-        raise SpecError("the spec contains NUL bytes: it is a binary file, not YAML.", where=origin)
+        at = raw.index(b"\x00")
+        raise SpecError("found a NUL byte: this is a binary file, not YAML; expected a UTF-8 text file.",
+                        where=_byte_where(origin, raw, at))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"the spec is not UTF-8 text (byte {exc.start}).", where=origin) from None
+        bad = raw[exc.start:exc.start + 1].hex().upper()
+        raise SpecError(f"found the byte 0x{bad}, which is not UTF-8; expected UTF-8 text.",
+                        where=_byte_where(origin, raw, exc.start),
+                        hint="Re-save the file as UTF-8 (it is probably Latin-1 or Windows-1252).") from None
+    _check_brackets(text, origin)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark else origin
-        problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise SpecError(f"YAML syntax error: {problem}.", where=where,
-                        hint="Check indentation and quoting around that position.") from None
+        raise _syntax_error(exc, text, origin) from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"YAML error: {exc}.", where=origin) from None
+        raise SpecError(f"YAML error: {' '.join(str(exc).split())}.", where=origin) from None
+    except RecursionError:
+        raise _too_deep(text, origin) from None
     if node is None:
-        raise SpecError("the spec is empty.", where=origin,
-                        hint="Start from the example in the README (version: 1, tool: ..., workloads: ...).")
+        what = "empty" if not text.strip() else "only comments and blank lines"
+        raise SpecError(f"the spec is {what}; expected a mapping with the keys 'version' and 'tool'.",
+                        where=origin, hint=START_HINT)
     builder = _Builder(origin)
-    data = builder.construct(node, ())
+    try:
+        data = builder.construct(node, ())
+    except RecursionError:
+        raise _too_deep(text, origin) from None
     return Located(data, builder.marks, builder.key_marks, origin)
+
+
+def _byte_where(origin: str, raw: bytes, index: int) -> str:
+    line_start = raw.rfind(b"\n", 0, index) + 1
+    column = len(raw[line_start:index].decode("utf-8", errors="replace")) + 1
+    line = raw.count(b"\n", 0, index) + 1
+    return f"{origin}:{line}:{column}"
+
+
+def _check_brackets(text: str, origin: str) -> None:
+    """Refuse deep [ { nesting before PyYAML sees it: its scanner is quadratic in the nesting depth.
+
+    Counts brackets outside comment lines; a quoted '[' counts too, which only matters past 100 of them.
+    """
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if text[line_start:match.start()].lstrip().startswith("#"):
+            continue
+        depth = max(0, depth + (1 if match.group() in "[{" else -1))
+        if depth > MAX_DEPTH:
+            line = text.count("\n", 0, match.start()) + 1
+            raise _deep(f"{origin}:{line}:{match.start() - line_start + 1}")
+
+
+def _too_deep(text: str, origin: str) -> SpecError:
+    """Nesting too deep for a recursive reader (block nesting), located at the first token that deep."""
+    depth, where = 0, origin
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockMappingStartToken,
+               yaml.BlockSequenceStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            depth += isinstance(token, opening) - isinstance(token, closing)
+            if depth > MAX_DEPTH:
+                where = f"{origin}:{token.start_mark.line + 1}:{token.start_mark.column + 1}"
+                break
+    except yaml.YAMLError:
+        pass
+    return _deep(where)
+
+
+def _deep(where: str) -> SpecError:
+    return SpecError(f"found lists or mappings nested more than {MAX_DEPTH} levels deep; expected a spec a few "
+                     "levels deep.", where=where)
+
+
+# ------------------------------------------------------------------------------------------ syntax errors
+
+_TOKENS = {
+    "<block mapping start>": "a key indented differently from the keys before it",
+    "<block sequence start>": "a list item ('-') indented differently from the lines before it",
+    "<block entry>": "a list item ('-')",
+    "<scalar>": "a value",
+    "<block end>": "the end of an indented block",
+    "<flow sequence start>": "'['",
+    "<flow mapping start>": "'{'",
+    "<document start>": "'---'",
+    "<stream end>": "the end of the file",
+    "?": "'?'",
+    ":": "':'",
+}
+
+
+def _found(problem: str) -> str:
+    match = re.search(r"but (?:found|got) '([^']*)'", problem)
+    return _TOKENS.get(match.group(1), repr(match.group(1))) if match else "something unexpected"
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, text: str, origin: str) -> SpecError:
+    context, problem = exc.context or "", exc.problem or ""
+    pmark, cmark = exc.problem_mark, exc.context_mark
+
+    def at(mark) -> str:
+        return f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark else origin
+
+    def pos(mark) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    lines = text.splitlines()
+    bad_line = lines[pmark.line] if pmark and pmark.line < len(lines) else ""
+    if pmark and ("'\\t'" in problem or "tab" in problem or "\t" in bad_line[:len(bad_line) - len(bad_line.lstrip())]):
+        column = bad_line.index("\t") if "\t" in bad_line else pmark.column
+        return SpecError("YAML syntax error: found a tab character; YAML indents with spaces only.",
+                         where=f"{origin}:{pmark.line + 1}:{column + 1}", hint="Replace the tab with spaces.")
+    if context.startswith("while scanning a quoted scalar"):
+        quote = text[cmark.index] if cmark and cmark.index < len(text) else '"'
+        return SpecError(f"YAML syntax error: the quoted string that starts here is never closed (found {_found(problem)}"
+                         f" at {pos(pmark)}); expected a closing {quote}.", where=at(cmark))
+    runaway = _runaway_quote(text, pmark)
+    if runaway is not None:
+        return SpecError(f"YAML syntax error: the quoted string that starts here runs on to line "
+                         f"{runaway.end_mark.line + 1}, where YAML gives up; expected its closing {runaway.style} on "
+                         f"line {runaway.start_mark.line + 1}.", where=at(runaway.start_mark))
+    if context.startswith("while parsing a flow"):
+        opener = "[" if "sequence" in context else "{"
+        closer = "]" if opener == "[" else "}"
+        return SpecError(f"YAML syntax error: the '{opener}' opened here is never closed: at {pos(pmark)} found "
+                         f"{_found(problem)}; expected ',' or '{closer}'.", where=at(cmark))
+    if "expected <block end>" in problem:
+        return SpecError(f"YAML syntax error: found {_found(problem)}; expected the next key of the block that "
+                         f"starts at {pos(cmark)}, in the same column as the keys before it.", where=at(pmark),
+                         hint="Check this line's indentation.")
+    if "mapping values are not allowed here" in problem:
+        return SpecError("YAML syntax error: found a second ': ' inside a value; expected one 'key: value' per line.",
+                         where=at(pmark), hint="Quote the value if it contains ': '.")
+    if "could not find expected ':'" in problem:
+        return SpecError("YAML syntax error: this line is neither 'key: value' nor a list item; expected 'key: value'.",
+                         where=at(cmark or pmark))
+    if "expected a single document" in context:
+        return SpecError("YAML syntax error: found a second YAML document ('---'); expected a single document.",
+                         where=at(pmark))
+    if "undefined alias" in problem:
+        return SpecError(f"YAML syntax error: {problem}; expected an anchor (&name) defined earlier in the file.",
+                         where=at(pmark))
+    detail = " ".join(part for part in (context, problem) if part)
+    return SpecError(f"YAML syntax error: {detail}.", where=at(pmark or cmark),
+                     hint="Check indentation and quoting around that position.")
+
+
+def _runaway_quote(text: str, mark):
+    """The quoted string, spanning lines, that ends on the line where parsing failed: its quote is unclosed."""
+    if mark is None:
+        return None
+    last = None
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if token.start_mark.index >= mark.index:
+                break
+            if isinstance(token, yaml.ScalarToken):
+                last = token
+    except yaml.YAMLError:
+        pass
+    if (last is not None and last.style in ('"', "'") and last.start_mark.line < last.end_mark.line
+            and last.end_mark.line == mark.line):
+        return last
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- building
+
+_PLAIN_TAGS = {"str", "int", "float", "bool", "null", "seq", "map", "merge", "timestamp"}
 
 
 class _Builder:
@@ -77,6 +237,8 @@ class _Builder:
         self.marks: dict[tuple, str] = {}
         self.key_marks: dict[tuple, str] = {}
         self.budget = MAX_NODES
+        self.seen: set[int] = set()
+        self.aliased = False
         self.scalars = yaml.SafeLoader("")
 
     def _at(self, mark) -> str:
@@ -84,29 +246,46 @@ class _Builder:
 
     def construct(self, node, path):
         self.budget -= 1
-        if self.budget < 0:
-            raise SpecError(f"the spec expands to more than {MAX_NODES:,} values (an alias bomb?).",
+        self.aliased = self.aliased or id(node) in self.seen
+        self.seen.add(id(node))
+        if self.budget < 0 and self.aliased:
+            raise SpecError(f"the spec's YAML aliases (*name) expand to more than {MAX_NODES:,} values, an alias "
+                            "bomb (\"billion laughs\"); expected a spec of at most a few hundred values.",
                             where=self.origin, hint="Use fewer or shallower YAML aliases.")
+        if self.budget < 0:
+            raise SpecError(f"the spec holds more than {MAX_NODES:,} values; expected at most a few hundred.",
+                            where=self.origin, hint="A spec describes commands; data belongs in files that setup "
+                            "commands create.")
         where = self._at(node.start_mark)
         self.marks[path] = where
+        if node.tag.startswith("!") or node.tag.rsplit(":", 1)[-1] not in _PLAIN_TAGS:
+            raise SpecError(f"found the YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')!r}; expected plain "
+                            "values (strings, numbers, lists, mappings) without tags.", where=where)
         if isinstance(node, yaml.MappingNode):
             out = {}
             for key_node, value_node in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
-                    raise SpecError("a mapping key must be a plain name.", where=where)
-                key = key_node.value
                 key_where = self._at(key_node.start_mark)
-                if key == "<<":
-                    raise SpecError("YAML merge keys (<<) are not supported in specs.", where=key_where)
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise SpecError("found a list or mapping used as a key; expected a plain name.", where=key_where)
+                key = key_node.value
+                if key == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
+                    raise SpecError("found a YAML merge key (<<); specs do not support merge keys, expected the "
+                                    "keys written out.", where=key_where,
+                                    hint="Copy the keys in, or share whole values with an anchor (&name) and alias (*name).")
                 if key in out:
-                    raise SpecError(f"key '{key}' appears twice in the same mapping.", where=key_where,
-                                    hint="Remove one of them; YAML would silently keep only the last.")
+                    raise SpecError(f"key '{key}' appears twice in the same mapping; expected each key once.",
+                                    where=key_where, hint="Remove one of them; YAML would silently keep only the last.")
                 self.key_marks[path + (key,)] = key_where
                 out[key] = self.construct(value_node, path + (key,))
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.construct(item, path + (i,)) for i, item in enumerate(node.value)]
         try:
-            return self.scalars.construct_object(node)
+            value = self.scalars.construct_object(node)
         except yaml.YAMLError as exc:
-            raise SpecError(f"invalid value: {exc}.", where=where) from None
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise SpecError(f"found a value YAML cannot build ({problem}); expected a plain string, number, "
+                            "list or mapping.", where=where) from None
+        if isinstance(value, (datetime.date, datetime.datetime)):
+            return node.value  # a date-looking string stays a string: the spec has no dates
+        return value

@@ -47,6 +47,7 @@ def check(
     no_strace: bool = typer.Option(False, "--no-strace", help="Do not use strace (file observation, crash injection)."),
     history: Optional[Path] = typer.Option(None, "--history", help="Save the run's history here (re-judge with `clirace judge`)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help="Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path)."),
 ):
     """Check a tool described by SPEC and print its §15 score with the evidence."""
     from .checks import REGISTRY
@@ -56,12 +57,26 @@ def check(
     for name in only or ():
         if name not in REGISTRY:
             raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(REGISTRY)}.")
-    spec_obj = load_spec(spec)
+    spec_obj = load_spec(spec, allow_outside_sandbox=allow_outside_sandbox)
     opts = Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only or ()), keep=keep, strace=not no_strace)
     seen = {}
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def on_signal(signum, frame):
+        # The first Ctrl-C or SIGTERM stops the run; the next ones must not cut short the cleanup it starts
+        # (ending the children, removing the sandboxes), so they are only noted.
+        if "signal" in seen:
+            if not seen.get("told"):
+                seen["told"] = True
+                print("clirace: stopping: ending children and removing sandboxes...", file=sys.stderr, flush=True)
+            return
+        seen["signal"] = signum
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     with _Progress() as progress:
         try:
+            for sig in previous:
+                signal.signal(sig, on_signal)
             result = run(spec_obj, opts, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
         except (KeyboardInterrupt, Terminated) as stop:
             progress.stop()
@@ -71,10 +86,14 @@ def check(
                 partial.interrupted = True
                 partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
                 _emit(partial, format, output, history)
-            print(f"clirace: interrupted; children ended and sandboxes removed.", file=sys.stderr)
+            kept = seen["h"].environment.get("kept") if keep and "h" in seen else None
+            how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
+            print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
+                  "sandboxes removed."), file=sys.stderr)
             raise typer.Exit(code)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     _emit(result, format, output, history)
     if keep and result.kept:
         print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
@@ -170,7 +189,7 @@ class _Progress:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # not standalone, a command's typer.Exit(code) comes back as its value
     except errors.CliraceError as exc:
         print(f"clirace: {exc.paragraph()}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -181,6 +200,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print("clirace: interrupted.", file=sys.stderr)
         sys.exit(errors.EXIT_INTERRUPTED)
+    except Terminated:
+        print("clirace: terminated.", file=sys.stderr)
+        sys.exit(errors.EXIT_TERMINATED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: say it is a bug, exit 3
         # typer ships its own copy of click; recognise its exceptions by shape rather than import path.
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
@@ -191,3 +213,4 @@ def main() -> None:
         err = errors.InternalError(f"{type(exc).__name__}: {exc}")
         print(f"clirace: {err.paragraph()}", file=sys.stderr)
         sys.exit(errors.EXIT_INTERNAL)
+    sys.exit(code if isinstance(code, int) else errors.EXIT_OK)
