@@ -16,11 +16,12 @@ __version__ = "0.1.0"
 __all__ = ["check", "judge_history", "load_spec", "Result", "SpecError", "CliraceError"]
 
 
-def check(spec_path, *, seed=None, rounds=None, parallel=None, only=(), strace=True):
+def check(spec_path, *, seed=None, rounds=None, parallel=None, only=(), strace=True, allow_outside_sandbox=False):
     """Run clirace on a spec and return the Result (`.score.score`, `.criteria`, `.findings()`)."""
     from .pipeline import Options, run
     from .spec import load_spec as _load
-    return run(_load(spec_path), Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only), strace=strace))
+    spec = _load(spec_path, allow_outside_sandbox=allow_outside_sandbox)
+    return run(spec, Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only), strace=strace))
 
 
 def judge_history(path):
