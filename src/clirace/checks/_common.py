@@ -4,7 +4,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
-from ..findings import FAIL, NOT_APPLICABLE, PASS, UNKNOWN, Evidence, Finding, Verdict
+from ..findings import FAIL, NOT_APPLICABLE, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
 
 
 def evidence(trial, labels=(), expected="", found="") -> Evidence:
@@ -86,3 +86,19 @@ def finding(code: str, trial, labels=(), expected="", found="", /, **args) -> Fi
     """A finding with its evidence; `args` fill the rule's message template (positional-only above so that
     templates may use the names labels, expected and found too)."""
     return Finding(code, args, evidence(trial, labels, expected, found))
+
+
+def conflict_trial(history, check_id: str):
+    """(the lock-conflict trial, None) when it can be judged, else (None, the not-tested/unknown verdict)."""
+    trials = history.of("lock-conflict")
+    if not trials:
+        return None, Verdict(check_id, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
+    trial = trials[0]
+    if trial.error:
+        return None, Verdict(check_id, UNKNOWN, f"could not decide: {trial.error}")
+    if not trial.facts["baseline_ok"]:
+        base = trial.invocation("baseline")
+        return None, Verdict(check_id, UNKNOWN, f"the contender fails even with nobody holding the lock "
+                             f"({base.outcome()}; {base.printed()})",
+                             hint="lock.contender must be a command that succeeds on its own.")
+    return trial, None

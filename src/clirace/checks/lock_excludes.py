@@ -1,23 +1,16 @@
 """Lock excludes (level 1): while the lock is held, a contender does not run against the shared state."""
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ._common import finding
+from ..findings import FAIL, PASS, UNKNOWN, Verdict
+from ._common import conflict_trial, finding
 
 ID = "lock-excludes"
 
 
 def check(history):
-    trials = history.of("lock-conflict")
-    if not trials:
-        return Verdict(ID, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
-    trial = trials[0]
-    if trial.error:
-        return Verdict(ID, UNKNOWN, f"could not decide: {trial.error}")
+    trial, undecided = conflict_trial(history, ID)
+    if undecided:
+        return undecided
     facts = trial.facts
     contender = trial.invocation("contender")
-    if not facts["baseline_ok"]:
-        base = trial.invocation("baseline")
-        return Verdict(ID, UNKNOWN, f"the contender fails even with nobody holding the lock ({base.outcome()}; "
-                       f"{base.printed()})", hint="lock.contender must be a command that succeeds on its own.")
     state = facts["while_held"]
     if state == "reached":
         how = "opened the state file the holder was reading, without waiting for any lock"

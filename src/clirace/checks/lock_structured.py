@@ -1,20 +1,15 @@
 """Structured lock error (level 2): a contender fails promptly, non-zero, with LOCK_HELD and retry_after_ms."""
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ._common import finding
+from ..findings import FAIL, PASS, Verdict
 from ..lockerror import advisories, find_error
+from ._common import conflict_trial, finding
 
 ID = "lock-error-structured"
 
 
 def check(history):
-    trials = history.of("lock-conflict")
-    if not trials:
-        return Verdict(ID, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
-    trial = trials[0]
-    if trial.error:
-        return Verdict(ID, UNKNOWN, f"could not decide: {trial.error}")
-    if not trial.facts["baseline_ok"]:
-        return Verdict(ID, UNKNOWN, "the contender fails even with nobody holding the lock")
+    trial, undecided = conflict_trial(history, ID)
+    if undecided:
+        return undecided
     state = trial.facts["while_held"]
     contender = trial.invocation("contender")
     labels = ["holder", "contender"]
