@@ -26,10 +26,6 @@ class Terminated(BaseException):
     """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
 
 
-def _on_sigterm(signum, frame):
-    raise Terminated()
-
-
 FORMAT_HELP = "text (a table; plain when not a terminal or NO_COLOR is set), json, or markdown (for a pull request)."
 MIN_SCORE_HELP = "Exit 1 when the score is below this (for CI)."
 
@@ -75,8 +71,9 @@ def check(
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     with _Progress() as progress:
         try:
-            for sig in previous:
-                signal.signal(sig, on_signal)
+            for sig, handler in previous.items():
+                if handler is not signal.SIG_IGN:  # e.g. SIGINT in a job a shell started in the background
+                    signal.signal(sig, on_signal)
             result = run(spec_obj, opts, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
         except (KeyboardInterrupt, Terminated) as stop:
             progress.stop()

@@ -7,6 +7,7 @@ only this; a history saved with `--history FILE` is re-judged by `clirace judge 
 from __future__ import annotations
 
 import json
+import re
 import signal as _signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 from .errors import HistoryError
 
 FORMAT = "clirace-history/1"
+OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
 @dataclass
@@ -53,10 +56,13 @@ class Invocation:
         return f"exit {self.exit_code}"
 
     def printed(self, limit: int = 160) -> str:
-        """What it printed, on one line, for evidence."""
+        """What it printed, on one line, for evidence. Control characters are shown escaped, so a target
+        cannot send escape sequences to the terminal of whoever reads the report."""
         parts = []
-        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
-            text = " ".join(text.split())
+        for name, text, total in (("stdout", self.stdout, self.stdout_bytes), ("stderr", self.stderr, self.stderr_bytes)):
+            text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
+            if total > OUTPUT_CAP:
+                name = f"{name} ({total} bytes, first {OUTPUT_CAP} kept)"
             if text:
                 parts.append(f"{name}: {text[:limit]}{'…' if len(text) > limit else ''}")
         return "; ".join(parts) or "printed nothing"

@@ -18,12 +18,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .history import Invocation
+from .history import OUTPUT_CAP, Invocation
 from .sandbox import end_marked
 
-OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
 GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
+DRAIN_MOMENT = 0.2  # at least this long for the pipes to close after the process exits
 INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: finds what it started
 _ids = itertools.count(1)
 
@@ -93,7 +93,8 @@ class Running:
     def finish(self) -> Invocation:
         self.enforce_deadline()
         self.signal_group(signal.SIGKILL)
-        until = self.deadline if self.deadline is not None else time.monotonic() + DRAIN_AFTER_KILL
+        # Until the deadline, and a moment more for a pipe whose writer has just exited to read as closed.
+        until = max(self.deadline or 0.0, time.monotonic() + DRAIN_MOMENT)
         if not self._drained(until):
             # It exited, but something it started left its process group (setsid) and still holds its output
             # open: the invocation is not over by its deadline. End what it started, as at any deadline.

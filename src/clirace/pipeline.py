@@ -77,13 +77,15 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
         on_history(history)  # lets an interrupted run still report what it saw
     workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
     ctx = Context(spec, seed, workdir, rounds=options.rounds or spec.rounds,
-                  parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress)
+                  parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress,
+                  trials=history.trials)
     wanted = {NEEDS[c] for c in options.only} if options.only else set(SCENARIOS)
     started = time.monotonic()
     try:
         for name, scenario in SCENARIOS.items():
             if name in wanted:
-                history.trials.extend(scenario(ctx))
+                for trial in scenario(ctx):  # trials that never needed a sandbox were not added yet
+                    ctx.add(trial)
     finally:
         end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
         if options.keep:

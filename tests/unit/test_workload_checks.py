@@ -107,3 +107,8 @@ def test_output_clobbered_names_the_other_run():
 
 def test_output_missing():
     assert [f.code for f in output.check(history(output_trial([None, "m1"]))).findings] == ["CR132"]
+
+
+def test_counter_with_no_successful_increment_is_unknown_not_a_vacuous_pass():
+    v = counter.check(history(counter_trial(0, 0, [False, False, False])))
+    assert v.status == "unknown" and "never exercised" in v.summary

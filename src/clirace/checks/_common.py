@@ -44,10 +44,12 @@ def describe_observed(trial) -> str:
     return "; ".join(parts)
 
 
-def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=None) -> Verdict:
+def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=None, prefix=None) -> Verdict:
     """Judge each trial with `judge_one(trial) -> list[Finding]`; any finding fails, errors make it unknown.
 
     The summary says in how many rounds it failed, so a race seen once in five rounds reads as such.
+    `prefix` names the parallel invocations (e.g. "inc-"): if none of them ever exited 0 there is nothing
+    to judge, and the verdict is unknown rather than a vacuous pass.
     """
     if not trials:
         return Verdict(check_id, NOT_APPLICABLE, "no such workload in the spec")
@@ -75,6 +77,11 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
     if errors:
         return Verdict(check_id, UNKNOWN, f"could not decide: {errors[0].error}", findings,
                        hint="Fix the spec or the tool so that the trial can run (see the error).")
+    if prefix and judged and not any(ok_count(t, prefix) for t in judged):
+        sample = judged[0].labelled(prefix)[0]
+        return Verdict(check_id, UNKNOWN, f"no parallel invocation exited 0 in any round, so the invariant was never "
+                       f"exercised (e.g. {sample.label}: {sample.outcome()}; {sample.printed(100)})", findings,
+                       hint="Check the workload's run command: it must succeed when run alone.", rates=rates)
     return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how})", findings, rates=rates)
 
 

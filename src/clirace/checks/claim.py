@@ -38,4 +38,4 @@ def judge_one(trial):
 
 def check(history):
     return verdict_over_rounds(ID, history.of("claim"), judge_one, lambda ts: (
-        f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"))
+        f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"), prefix="claim-")

@@ -22,7 +22,7 @@ def judge_one(trial):
 def check(history):
     trials = history.of("counter")
     return verdict_over_rounds(ID, trials, judge_one, lambda ts: (
-        f"{sum(ok_count(t, 'inc-') for t in ts)} successful increments over {len(ts)} rounds, none lost"), tally=_tally)
+        f"{sum(ok_count(t, 'inc-') for t in ts)} successful increments over {len(ts)} rounds, none lost"), tally=_tally, prefix="inc-")
 
 
 def _tally(findings):

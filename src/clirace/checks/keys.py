@@ -44,4 +44,4 @@ def judge_one(trial):
 
 def check(history):
     return verdict_over_rounds(ID, history.of("keys"), judge_one, lambda ts: (
-        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were present"))
+        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were present"), prefix="set-")

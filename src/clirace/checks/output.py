@@ -30,4 +30,4 @@ def judge_one(trial):
 
 def check(history):
     return verdict_over_rounds(ID, history.of("output"), judge_one, lambda ts: (
-        f"all {sum(ok_count(t, 'out-') for t in ts)} successful runs over {len(ts)} rounds produced their own output"))
+        f"all {sum(ok_count(t, 'out-') for t in ts)} successful runs over {len(ts)} rounds produced their own output"), prefix="out-")

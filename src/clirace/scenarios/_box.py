@@ -29,6 +29,11 @@ class Context:
     keep: bool = False
     strace: bool = False
     progress: object = None
+    trials: list = None  # the history's trials: each is added when it starts, so an interrupted run keeps it
+
+    def add(self, trial: Trial) -> None:
+        if self.trials is not None and not any(t is trial for t in self.trials):
+            self.trials.append(trial)
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -37,6 +42,7 @@ class Context:
     @contextmanager
     def box(self, trial: Trial):
         """A fresh sandbox with setup done; removed afterwards unless --keep. Failures become trial.error."""
+        self.add(trial)
         root = Path(tempfile.mkdtemp(prefix=f"{trial.scenario}-", dir=self.workdir))
         sandbox = Sandbox(root, self.spec.spec_dir)
         box = Box(self.spec, sandbox, trial, random.Random(f"{self.seed}/{trial.scenario}/{trial.name}/{trial.round}"))
@@ -45,6 +51,9 @@ class Context:
             yield box
         except TrialFailed as exc:
             trial.error = str(exc)
+        except BaseException:  # Ctrl-C, SIGTERM, a bug: the trial is incomplete and must not be judged
+            trial.error = trial.error or "interrupted before the trial finished"
+            raise
         finally:
             box.end_all()
             trial.facts.setdefault("sandbox", str(root))

@@ -1,0 +1,190 @@
+"""Hostile targets (fixtures/hostile/*): clirace must finish in bounded time with a result that says what the
+target did, exit 0 or 1, print no traceback, leave no process behind (not even a setsid() escapee), and leave
+nothing in its TMPDIR or HOME.
+
+Every spec has tool.timeout 2s, rounds 1 and parallel 4; `start: 0` lets the four increments run even when
+the target's `get` misbehaves too, and a misbehaving `get` makes the counter criterion indeterminate.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ..conftest import FIXTURES, ROOT
+from ..procs import no_leftovers  # noqa: F401 - a fixture
+
+HOSTILE = FIXTURES / "hostile"
+MIB = 1 << 20
+CAP = 64 * 1024  # launch.OUTPUT_CAP, restated: the test should notice if it grows unnoticed
+
+
+def run_check(scope, name: str, *args: str, deadline: float):
+    """Run `clirace check` on a hostile spec; returns (process, wall seconds, JSON result or None, history)."""
+    history = scope.tmpdir.parent / f"{name}.history.json"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(HOSTILE / f"{name}.yaml"),
+                           "--history", str(history), *args], capture_output=True, text=True, errors="replace",
+                          env=scope.env(), cwd=ROOT, timeout=deadline)
+    wall = time.monotonic() - started
+    print(f"{name}: exit {proc.returncode} in {wall:.1f}s")  # shown with -s / on failure: the figures
+    as_json = "json" in args and proc.returncode in (0, 1)
+    result = json.loads(proc.stdout) if as_json else None
+    trials = json.loads(history.read_text())["trials"] if history.exists() else []
+    return proc, wall, result, trials
+
+
+def invocations(trials, prefix):
+    return [inv for trial in trials for inv in trial["invocations"] if inv["label"].startswith(prefix)]
+
+
+def expect_hang(incs, read):
+    assert all(i["timed_out"] and i["signal"] == 15 for i in incs), incs  # SIGTERM at the deadline was enough
+    assert all(1.9 <= i["ended"] - i["started"] < 3.0 for i in incs), incs
+    assert read["timed_out"]
+
+
+def expect_ignore_term(incs, read):
+    assert all(i["timed_out"] and i["signal"] == 9 for i in incs), incs  # SIGKILL after the grace period
+    # The four are stopped together: one grace period for the batch, not one after another.
+    assert max(i["ended"] - i["started"] for i in incs) < 4.5, incs
+    assert read["timed_out"] and read["signal"] == 9
+
+
+def expect_escape(incs, read):
+    # Each exited 0 at once, but its setsid() child held stdout open: not finished by the deadline.
+    assert all(i["exit_code"] == 0 and i["timed_out"] for i in incs), incs
+    assert read["exit_code"] == 0 and not read["timed_out"] and read["stdout"].strip() == "4", read
+
+
+def expect_flood(incs, read):
+    for inv in (*incs, read):
+        assert inv["exit_code"] == 0 and not inv["timed_out"], inv  # drained to the end: never blocked
+        assert inv["stdout_bytes"] == 100 * MIB, inv["stdout_bytes"]
+        assert len(inv["stdout"]) == CAP
+
+
+def expect_badutf8(incs, read):
+    for inv in (*incs, read):
+        assert inv["exit_code"] == 0 and "\ufffd" in inv["stdout"] and "\ufffd" in inv["stderr"], inv
+        assert inv["stdout_bytes"] == 26
+
+
+def expect_crash(incs, read):
+    assert all(i["signal"] == 11 and i["exit_code"] is None for i in incs), incs
+    assert read["signal"] == 6
+
+
+def expect_badshebang(incs, read):
+    assert all(i["exit_code"] == 127 and "not found" in i["stderr"] for i in incs), incs
+    assert read["exit_code"] == 127 and "No such file or directory" in read["stderr"], read
+
+
+# name: (seconds the whole run may take, no-silent-corruption's status, words its evidence must contain, expect_)
+CASES = {
+    "hang": (20, "indeterminate", "killed at its deadline after 2.0s", expect_hang),
+    "ignore_term": (25, "indeterminate", "killed at its deadline after 3.0s", expect_ignore_term),
+    "escape": (20, "fail", "the counter reached 4", expect_escape),
+    "flood": (20, "indeterminate", "did not print an integer (exit 0; stdout (104857600 bytes, first 65536 kept): xxxx", expect_flood),
+    "badutf8": (20, "indeterminate", "did not print an integer (exit 0; stdout: \ufffd", expect_badutf8),
+    "crash": (20, "indeterminate", "killed by SIGABRT", expect_crash),
+    "badshebang": (20, "indeterminate", "exit 127; stderr: clirace: cannot execute", expect_badshebang),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_target_gets_a_result_in_time(name, no_leftovers):
+    deadline, status, words, expect = CASES[name]
+    proc, wall, result, trials = run_check(no_leftovers, name, "--format", "json", deadline=deadline)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    criterion = next(c for c in result["criteria"] if c["id"] == "no-silent-corruption")
+    got = "indeterminate" if criterion["indeterminate"] else criterion["status"]
+    assert got == status, criterion
+    assert words in criterion["evidence"], criterion["evidence"]
+    assert result["interrupted"] is False
+    (read,) = invocations(trials, "read-after")
+    incs = invocations(trials, "inc-")
+    assert len(incs) == 4
+    expect(incs, read)
+    assert os.listdir(no_leftovers.tmpdir) == [], "sandboxes left behind"
+    assert os.listdir(no_leftovers.home) == [], "clirace wrote into HOME"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_tool_that_is_not_executable_is_a_spec_error(no_leftovers):
+    assert not os.access(HOSTILE / "noexec.py", os.X_OK), "the fixture lost its mode 0644"
+    proc, wall, _result, trials = run_check(no_leftovers, "noexec", deadline=15)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "noexec.yaml:" in proc.stderr and "not executable" in proc.stderr, proc.stderr
+    assert proc.stdout == "" and trials == []
+    assert os.listdir(no_leftovers.tmpdir) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_invalid_utf8_renders_in_every_format(fmt, no_leftovers):
+    proc, _wall, _result, _trials = run_check(no_leftovers, "badutf8", "--format", fmt, deadline=15)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "\ufffd" in proc.stdout and "indeterminate" in proc.stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_capped_output_shows_its_size_in_the_evidence(no_leftovers):
+    proc, _wall, result, _trials = run_check(no_leftovers, "flood", "--format", "json", deadline=15)
+    criterion = next(c for c in result["criteria"] if c["id"] == "no-silent-corruption")
+    assert "104857600 bytes" in criterion["evidence"], criterion["evidence"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_target_control_characters_do_not_reach_the_terminal(no_leftovers):
+    proc, _wall, _result, _trials = run_check(no_leftovers, "badutf8", "--format", "text", deadline=15)
+    assert "indeterminate" in proc.stdout
+    assert "\x1b" not in proc.stdout and "\x00" not in proc.stdout, repr(proc.stdout[:300])
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("cut_short", [False, True], ids=["scenario-raises", "cleanup-cut-short"])
+def test_processes_end_when_a_scenario_raises(cut_short, no_leftovers, monkeypatch):
+    """A scenario that raises with processes running (a bug in it), also when the trial's own cleanup is itself
+    cut short (Ctrl-C landing in it): the run's sweep still ends them all and the workdir goes."""
+    import tempfile
+
+    from clirace import pipeline
+    from clirace.history import Trial
+    from clirace.scenarios import _box
+    from clirace.spec import load_spec
+
+    from ..procs import wait_for
+
+    def scenario(ctx):
+        with ctx.box(Trial("counter", "raises")) as box:
+            box.start("inc", ["incr"])  # slow.py: sleeps 60 s ignoring SIGTERM, with a setsid() child
+            wait_for(lambda: sum("slow.py incr" in p.cmdline for p in no_leftovers.processes()) >= 2, 10,
+                     "the increment and its child")
+            raise RuntimeError("a bug in the scenario")
+
+    def end_all_interrupted(self):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(tempfile, "tempdir", str(no_leftovers.tmpdir))
+    monkeypatch.setattr(pipeline, "SCENARIOS", {"raises": scenario})
+    if cut_short:
+        monkeypatch.setattr(_box.Box, "end_all", end_all_interrupted)
+    with pytest.raises(KeyboardInterrupt if cut_short else RuntimeError):
+        pipeline.run(load_spec(FIXTURES / "hostile" / "slow.yaml"), pipeline.Options(strace=False))
+    assert no_leftovers.leftovers() == []
+    assert os.listdir(no_leftovers.tmpdir) == []
