@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import shlex
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
                       environment={"strace": usable, "strace_note": why})
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
+    _children_get_default_sigint()
     workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
     ctx = Context(spec, seed, workdir, rounds=options.rounds or spec.rounds,
                   parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress,
@@ -96,6 +98,18 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
     result.seconds = time.monotonic() - started
     result.kept = str(workdir) if options.keep else None
     return result
+
+
+def _children_get_default_sigint() -> None:
+    """When clirace runs with SIGINT ignored (a background job, nohup), its children would inherit that, and
+    a target would then survive the Ctrl-C of the lock-release test (Python does not even install its
+    KeyboardInterrupt handler). A do-nothing handler keeps clirace ignoring SIGINT while every exec'd child
+    starts with the default action, as it would from a terminal."""
+    try:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, lambda signum, frame: None)
+    except ValueError:  # not the main thread: signal dispositions cannot be changed from here
+        pass
 
 
 def judge(history: History, only: tuple[str, ...] = ()) -> Result:

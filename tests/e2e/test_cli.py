@@ -61,3 +61,18 @@ def test_unknown_only_is_a_usage_error():
 def test_schema_prints_json_schema():
     proc = run_clirace("schema")
     assert json.loads(proc.stdout)["title"] == "clirace spec"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_ctrl_c_reaches_the_holder_when_clirace_runs_with_sigint_ignored():
+    """A background job (nohup, `cmd &` in a script) starts with SIGINT ignored; its children must not inherit
+    that, or the Ctrl-C release test would see a holder that never ends."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(FIXTURES / "level3" / "clirace.yaml"),
+                           "--only", "lock-release", "--format", "json"], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    result = json.loads(proc.stdout)
+    assert {c["id"]: c["status"] for c in result["criteria"]}["lock-released-on-exit"] == "pass", result["checks"]

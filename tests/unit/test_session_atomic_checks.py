@@ -75,3 +75,9 @@ def test_atomic_torn_read():
 def test_atomic_without_strace_is_not_tested():
     untestable = trial("atomic-config", name="kill", point="x", untestable="strace is not available")
     assert atomic_config.check(history(sampled(), untestable, strace=False)).status == "not_tested"
+
+
+def test_atomic_ignores_the_trace_run_that_found_the_kill_points():
+    discovery = trial("atomic-config", name="writer traced to find kill points")
+    h = history(sampled(), discovery, killed('{"a": "1"}'))
+    assert atomic_config.check(h).status == "pass"

@@ -67,13 +67,15 @@ def check(history):
     findings, notes, untested, killed, missed = [], [], [], [], []
     for trial in trials:
         f = trial.facts
-        if "samples" in f or "point" not in f:
+        if "point" not in f and "samples" not in f:  # the traced run that found the kill points
+            continue
+        if "samples" in f:
             if f["bad"]:
                 findings.append(finding("CR601", trial, [i.label for i in trial.labelled("set-")], "always parseable",
                                         f"{f['bad']} torn samples", bad=f["bad"], samples=f["samples"],
                                         first=f["first_bad"] or ""))
-            if "samples" in f:
-                notes.append(f"{f['samples']} samples during parallel writes, none torn" if not f["bad"] else "")
+            else:
+                notes.append(f"{f['samples']} samples during parallel writes, none torn")
             continue
         if "untestable" in f:
             untested.append(f"kill at {f['point']}: {f['untestable']}")
