@@ -112,3 +112,10 @@ def test_output_missing():
 def test_counter_with_no_successful_increment_is_unknown_not_a_vacuous_pass():
     v = counter.check(history(counter_trial(0, 0, [False, False, False])))
     assert v.status == "unknown" and "never exercised" in v.summary
+
+
+def test_lock_held_with_exit_zero_is_a_refusal_not_a_lost_increment():
+    refused = '{"ok": false, "error": {"code": "LOCK_HELD", "retry_after_ms": 100}}'
+    invs = [inv("inc-0", 0, stdout="1"), inv("inc-1", 0, stdout=refused), inv("inc-2", 0, stdout=refused)]
+    v = counter.check(history(trial("counter", invocations=invs, start=0, final=1)))
+    assert v.status == "pass"

@@ -2,7 +2,7 @@
 import re
 from collections import defaultdict
 
-from ._common import finding, ok_count, verdict_over_rounds
+from ._common import finding, ok_count, succeeded, verdict_over_rounds
 
 ID = "claim"
 
@@ -20,7 +20,7 @@ def judge_one(trial):
     items = trial.facts["items"]
     by_item = defaultdict(list)
     for inv in trial.labelled("claim-"):
-        if inv.ok:
+        if succeeded(inv):
             item = claimed_item(inv.stdout, trial.facts.get("pattern"))
             if item is not None:
                 by_item[item].append(inv.label)
@@ -28,7 +28,7 @@ def judge_one(trial):
                    item=item, count=len(labels), labels=", ".join(labels))
            for item, labels in by_item.items() if len(labels) > 1]
     remaining = trial.facts.get("remaining")
-    if remaining is not None or all(inv.ok for inv in trial.labelled("claim-")):
+    if remaining is not None or all(succeeded(inv) for inv in trial.labelled("claim-")):
         lost = [item for item in items if item not in by_item and item not in (remaining or [])]
         if lost:
             out.append(finding("CR122", trial, [], "every item claimed or still queued",

@@ -1,7 +1,7 @@
 """Keys: every distinct key written by a run that exited 0 is readable afterwards with its value."""
 from .. import placeholders
 from ..configfile import Unparseable, lookup, parse
-from ._common import finding, ok_count, verdict_over_rounds
+from ._common import finding, ok_count, succeeded, verdict_over_rounds
 
 ID = "keys"
 
@@ -29,7 +29,7 @@ def judge_one(trial):
     if unparseable:
         return [unparseable]
     written = [(label, key, value) for label, (key, value) in trial.facts["keys"].items()
-               if trial.invocation(label).ok]
+               if succeeded(trial.invocation(label))]
     lost = [(label, key) for label, key, value in written if found.get(key) is None]
     out = []
     if lost:

@@ -1,6 +1,6 @@
 """Lock excludes (level 1): while the lock is held, a contender does not run against the shared state."""
 from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ._common import conflict_trial, finding
+from ._common import conflict_trial, finding, succeeded
 
 ID = "lock-excludes"
 
@@ -14,7 +14,7 @@ def check(history):
     state = facts["while_held"]
     if state == "reached":
         how = "opened the state file the holder was reading, without waiting for any lock"
-    elif state == "exited" and contender.ok:
+    elif state == "exited" and succeeded(contender):
         how = "ran and exited 0"
     else:
         how = None

@@ -1,7 +1,7 @@
 """Lock release (level 2): after the holder ends normally, with an error, by Ctrl-C or by SIGTERM, the next
 invocation gets the lock. After SIGKILL, whether it does is reported as advice only."""
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ._common import finding
+from ._common import finding, succeeded
 
 ID = "lock-release"
 REQUIRED = {"normal": "CR301", "error": "CR302", "sigint": "CR303", "sigterm": "CR304"}
@@ -18,7 +18,7 @@ def check(history):
         return Verdict(ID, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
     conflict = history.of("lock-conflict")
     if conflict and not conflict[0].error and (conflict[0].facts.get("while_held") == "reached" or (
-            conflict[0].facts.get("while_held") == "exited" and conflict[0].invocation("contender").ok)):
+            conflict[0].facts.get("while_held") == "exited" and succeeded(conflict[0].invocation("contender")))):
         return Verdict(ID, NOT_TESTED, "the contender was not excluded while the lock was held, so there is no "
                        "lock whose release could be tested")
     findings, passed, untested, unknown = [], [], [], []
@@ -40,7 +40,7 @@ def check(history):
             findings.append(finding("CR305", trial, ["holder"], "exit soon after the signal", holder.outcome(),
                                     seconds=5, signal=SIGNAL_NAMES[way]))
             continue
-        if nxt.ok:
+        if succeeded(nxt):
             passed.append(way)
             if way == "sigkill":
                 findings.append(finding("CR906", trial, ["holder", "next"]))

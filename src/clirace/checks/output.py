@@ -1,5 +1,5 @@
 """Output: each parallel run's output holds its own input's content, never another run's."""
-from ._common import finding, ok_count, verdict_over_rounds
+from ._common import finding, ok_count, succeeded, verdict_over_rounds
 
 ID = "output"
 
@@ -10,7 +10,7 @@ def output_findings(trial, runs: dict):
     markers = {facts["marker"]: label for label, facts in runs.items()}
     for label, facts in runs.items():
         inv = trial.invocation(label)
-        if inv is None or not inv.ok:
+        if inv is None or not succeeded(inv):
             continue
         produced = facts.get("produced")
         if not produced:

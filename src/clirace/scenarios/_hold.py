@@ -125,6 +125,7 @@ class Holder:
         while time.monotonic() < deadline:
             try:
                 self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                self._settle(deadline)
                 return  # the holder has the pipe open for reading: it is past its lock and parked
             except OSError as exc:
                 if exc.errno != errno.ENXIO:
@@ -133,6 +134,27 @@ class Holder:
                 self._not_ready(f"it exited without opening {path} (is it a file the command reads after locking?)")
             time.sleep(POLL)
         self._not_ready(f"it never opened {path} within {self.box.spec.timeout:g}s")
+
+    def _settle(self, deadline: float) -> None:
+        """Wait until the parked reader is asleep in its read of the pipe, not merely past open().
+
+        Why: a signal landing between open() and read() is noted by Python but acted on only after the
+        read, which never returns while the pipe stays open, so a holder that handles Ctrl-C would look as
+        if it ignored it. The kernel names where a process sleeps in /proc/PID/wchan (anon_pipe_read,
+        pipe_read or pipe_wait, by kernel version); where that is not readable, a short pause stands in.
+        """
+        pid = self.running.pid
+        while time.monotonic() < deadline:
+            readers = [proc for proc in _group(pid) if _has_open(proc, self._fifo_id)]
+            states = [_wchan(proc) for proc in readers]
+            if any("pipe" in state for state in states):
+                return
+            if readers and all(state in ("", "0") for state in states):
+                time.sleep(0.1)  # wchan hidden here: give the reader time to reach its read()
+                return
+            if not self._alive():
+                return  # judged by whoever waits for it next
+            time.sleep(POLL / 5)
 
     def _take(self):
         path = Path(self.box.path(self.hold.path))
@@ -165,19 +187,7 @@ class Holder:
         """Whether a process in `pid`'s process group has the parked pipe open (it reads unlocked state)."""
         if self._fifo_id is None:
             return False
-        for proc in _group(pid):
-            try:
-                fds = os.listdir(f"/proc/{proc}/fd")
-            except OSError:
-                continue
-            for fd in fds:
-                try:
-                    st = os.stat(f"/proc/{proc}/fd/{fd}")
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) == self._fifo_id and stat.S_ISFIFO(st.st_mode):
-                    return True
-        return False
+        return any(_has_open(proc, self._fifo_id) for proc in _group(pid))
 
     # -------------------------------------------------------------------------------------------- end
     def release(self, invalid: bool = False) -> Invocation | None:
@@ -286,6 +296,29 @@ class Holder:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _has_open(pid: int, fifo_id) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == fifo_id and stat.S_ISFIFO(st.st_mode):
+            return True
+    return False
+
+
+def _wchan(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/wchan") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
 
 
 def _group(pid: int) -> list[int]:

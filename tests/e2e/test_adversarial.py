@@ -1,0 +1,57 @@
+"""Adversarial fixtures (fixtures/adversarial/*): tools that a naive harness scores wrong.
+
+Each case names the score the tool deserves and the criterion that decides it (see the fixture's README).
+Rounds only repeat the parallel workloads, so cases decided by a lock, session or atomic-config experiment
+run one round (the workloads must merely pass); atomic-no-lock, decided by the workloads, loses updates in
+every round and runs two (one plain, one amplified); tight-counter keeps the spec's rounds, since only
+amplified rounds reliably catch its few-microsecond window.
+"""
+import pytest
+
+from clirace import observe
+
+from ..conftest import FIXTURES, check_json
+
+ADVERSARIAL = FIXTURES / "adversarial"
+ONE_ROUND = ("--rounds", "1")
+
+# name: (expected score, deciding criterion, its status, other criteria whose status the case is about, extra args)
+CASES = {
+    "atomic-no-lock": (0, "no-silent-corruption", "fail", {"atomic-config-writes": "pass"}, ("--rounds", "2")),
+    "lock-left-on-sigterm": (1, "lock-released-on-exit", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
+    "lock-left-on-error": (1, "lock-released-on-exit", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
+    "lock-held-exit-zero": (1, "lock-error-structured", "fail", {}, ONE_ROUND),
+    "retry-after-string": (1, "lock-error-structured", "fail", {"lock-released-on-exit": "pass"}, ONE_ROUND),
+    "json-error-wrong-code": (1, "lock-error-structured", "fail", {"lock-released-on-exit": "pass"}, ONE_ROUND),
+    "lock-wait-forever": (2, "lock-wait-timeout", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
+    "session-id-ignored": (2, "session-isolation", "fail", {"lock-wait-timeout": "pass"}, ONE_ROUND),
+    "inplace-under-flock": (2, "atomic-config-writes", "fail", {"session-isolation": "pass"}, ONE_ROUND),
+    "tight-counter": (0, "no-silent-corruption", "fail", {"lock-excludes": "pass"}, ()),
+}
+
+# Cases where current clirace gives another score although the deciding criterion is judged right: the
+# criterion is still asserted; only the score mismatch is reported as xfail (the test passes once fixed).
+# Amplified rounds (strace delaying each write) catch tight-counter every time; plain rounds rarely do.
+AMPLIFIED = observe.available()[0]
+
+
+def _params():
+    params = []
+    for name, case in CASES.items():
+        marks = []
+        if name == "tight-counter":
+            marks.append(pytest.mark.xfail(not AMPLIFIED, strict=False, reason="needs race amplification (issue 3)"))
+        params.append(pytest.param(name, *case, id=name, marks=marks))
+    return params
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name, score, criterion, status, others, extra", _params())
+def test_adversarial_fixture_gets_its_score(name, score, criterion, status, others, extra):
+    result = check_json(ADVERSARIAL / name / "clirace.yaml", "--seed", "1", *extra)
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert statuses[criterion] == status, (criterion, result["criteria"])
+    for other, wanted in others.items():
+        assert statuses[other] == wanted, (other, result["criteria"])
+    assert result["score"] == score, statuses
