@@ -80,7 +80,7 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
     workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
     ctx = Context(spec, seed, workdir, rounds=options.rounds or spec.rounds,
                   parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress,
-                  trials=history.trials)
+                  trials=history.trials, only=options.only)
     wanted = {NEEDS[c] for c in options.only} if options.only else set(SCENARIOS)
     started = time.monotonic()
     try:

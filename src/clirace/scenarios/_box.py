@@ -29,6 +29,7 @@ class Context:
     keep: bool = False
     strace: bool = False
     progress: object = None
+    only: tuple = ()  # check ids asked for with --only (empty: all)
     trials: list = None  # the history's trials: each is added when it starts, so an interrupted run keeps it
 
     def add(self, trial: Trial) -> None:

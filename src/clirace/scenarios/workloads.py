@@ -22,6 +22,8 @@ DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python st
 def run(ctx: Context) -> list[Trial]:
     trials = []
     for workload in ctx.spec.workloads:
+        if ctx.only and workload.kind not in ctx.only:  # --only counter runs the counter workload alone
+            continue
         for round_ in range(ctx.rounds):
             amplified = ctx.strace and round_ > 0
             ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel"
