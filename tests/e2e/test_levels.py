@@ -3,6 +3,8 @@ import os
 
 import pytest
 
+from clirace import observe
+
 from ..conftest import FIXTURES, check_json
 
 EXPECTED = {
@@ -17,6 +19,14 @@ EXPECTED = {
         "lock-released-on-exit": "pass", "session-isolation": "pass", "atomic-config-writes": "pass",
         "lock-wait-timeout": "pass"},
 }
+
+
+# Without strace (not installed, ptrace forbidden) the criteria that need a trace are not tested, never passed:
+# level 3 then honestly scores 2.
+if not observe.available()[0]:
+    EXPECTED[3].update({"session-isolation": "not_tested", "atomic-config-writes": "not_tested"})
+    for level in (0, 1, 2):  # torn configs are then only caught by sampling readers, which may miss them
+        EXPECTED[level].pop("atomic-config-writes")
 
 
 @pytest.mark.e2e
@@ -34,7 +44,8 @@ def test_reference_fixture_gets_its_level(level, tmp_path):
     result = check_json(FIXTURES / f"level{level}" / "clirace.yaml", "--seed", "7", env=env)
     assert snapshot(tmp_path) == before
     statuses = {c["id"]: c["status"] for c in result["criteria"]}
-    assert result["score"] == level, statuses
+    expected_score = level if level < 3 or observe.available()[0] else 2
+    assert result["score"] == expected_score, statuses
     for criterion, status in EXPECTED[level].items():
         assert statuses[criterion] == status, (criterion, result["criteria"])
     for c in result["criteria"]:
