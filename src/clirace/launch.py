@@ -1,7 +1,10 @@
 """Stage 3, launch: start target invocations, release them together, enforce deadlines, record each one.
 
-Parallel invocations are created first and parked in a tiny `sh` shim that reports "ready" and then blocks
-reading a shared pipe; closing that pipe releases every one at once, and only then does each exec the target.
+Parallel invocations are created first and parked in a tiny `sh` shim that prints one "ready" byte on its
+stdout (dropped from the record) and then blocks reading its stdin, a pipe shared by the batch; closing that
+pipe releases every one at once, and only then does each exec the target, with stdin from /dev/null.
+Why stdin and stdout rather than extra descriptors: a POSIX shell only redirects descriptors 0-9, and a
+clirace run under another tool (time, a test runner) may have every one of 3-9 in use.
 Each invocation runs in its own session and process group, so a deadline ends it and everything it started;
 what leaves the group (setsid) is still found by the marker in its environment (see sandbox.end_marked).
 An invocation has finished when it has exited and its stdout and stderr are closed: a descendant that keeps
@@ -50,9 +53,11 @@ class Running:
     _err: list = field(default_factory=lambda: [bytearray(), [0]])
     _open_streams: int = 2
     _closed: threading.Event = field(default_factory=threading.Event)
+    _ready: threading.Event = field(default_factory=threading.Event)  # its barrier shim printed its ready byte
 
     def _stream_closed(self) -> None:
         self._open_streams -= 1  # only the pump thread calls this
+        self._ready.set()  # a shim that died before saying ready must not hold up the batch
         if self._open_streams == 0:
             self._closed.set()
 
@@ -195,7 +200,8 @@ class _Pump:
 
     def add(self, running: "Running") -> None:
         with self.lock:
-            self.pending += [(running.proc.stdout, running._out, running), (running.proc.stderr, running._err, running)]
+            self.pending += [(running.proc.stdout, running._out, running, running.parked),
+                             (running.proc.stderr, running._err, running, False)]
         os.write(self.wake_w, b"\0")
 
     def _loop(self) -> None:
@@ -213,16 +219,20 @@ class _Pump:
             pass
         with self.lock:
             pending, self.pending = self.pending, []
-        for stream, sink, running in pending:
-            self.selector.register(stream.fileno(), selectors.EVENT_READ, (stream, sink, running))
+        for stream, sink, running, ready_byte in pending:
+            self.selector.register(stream.fileno(), selectors.EVENT_READ, [stream, sink, running, ready_byte])
 
     def _read(self, key) -> None:
-        stream, (buffer, total), running = key.data
+        stream, (buffer, total), running, ready_byte = key.data
         try:
             chunk = os.read(key.fd, 65536)
         except OSError:
             chunk = b""
         if chunk:
+            if ready_byte:  # the barrier shim's "ready", not the target's output
+                key.data[3] = False
+                chunk = chunk[1:]
+                running._ready.set()
             total[0] += len(chunk)
             room = OUTPUT_CAP - len(buffer)
             if room > 0:
@@ -244,14 +254,13 @@ class Launcher:
         self.clock0 = time.monotonic()
         _no_core_dumps()
 
-    def _popen(self, label, argv, extra_env, prefix=(), pass_fds=(), stdin=subprocess.DEVNULL, wrap=()) -> Running:
+    def _popen(self, label, argv, extra_env, prefix=(), stdin=subprocess.DEVNULL, wrap=()) -> Running:
         marker = f"{os.getpid()}:{next(_ids)}"
         env = {**self.env, **(extra_env or {}), INVOCATION_MARKER: marker}
         parked = bool(prefix)
         try:
             proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, stdin=stdin,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                    pass_fds=pass_fds)
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
                 raise
@@ -279,24 +288,22 @@ class Launcher:
         jobs: (label, argv, extra env) or (label, argv, extra env, wrap), wrap being e.g. an strace prefix.
         """
         gate_r, gate_w = os.pipe()
-        ready_r, ready_w = os.pipe()
-        shim = f'printf . >&{ready_w}; exec {ready_w}>&-; read _ <&{gate_r}; exec {gate_r}<&- "$@"'
+        shim = 'printf .; read _; exec </dev/null "$@"'
         runnings = []
         try:
             for label, argv, extra_env, *wrap in jobs:
                 runnings.append(self._popen(label, argv, extra_env, prefix=("sh", "-c", shim, "clirace-barrier"),
-                                            pass_fds=(gate_r, ready_w), wrap=wrap[0] if wrap else ()))
-            os.close(ready_w)
-            ready_w = -1
-            _read_exactly(ready_r, sum(r.parked for r in runnings), deadline=time.monotonic() + 30)
+                                            stdin=gate_r, wrap=wrap[0] if wrap else ()))
+            deadline = time.monotonic() + 30
+            for running in runnings:
+                if not running._ready.wait(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError(f"{running.label} did not reach the start barrier within 30 s")
         except BaseException:
+            os.close(gate_w)
             stop_all(runnings)
             raise
         finally:
             os.close(gate_r)
-            os.close(ready_r)
-            if ready_w >= 0:
-                os.close(ready_w)
         released = time.monotonic()
         os.close(gate_w)  # every parked shim reads EOF at once and execs its target
         for running in runnings:
@@ -332,17 +339,3 @@ def _no_core_dumps() -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
     except (ImportError, ValueError, OSError):
         pass
-
-
-def _read_exactly(fd: int, count: int, deadline: float) -> None:
-    got = 0
-    while got < count:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"only {got} of {count} invocations reached the start barrier")
-        readable, _, _ = select.select([fd], [], [], left)
-        if readable:
-            chunk = os.read(fd, count - got)
-            if not chunk:
-                raise RuntimeError(f"only {got} of {count} invocations reached the start barrier")
-            got += len(chunk)

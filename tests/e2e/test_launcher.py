@@ -1,0 +1,61 @@
+"""The launcher with real processes: barrier release, deadlines, output capture, busy descriptor tables."""
+import os
+import sys
+import time
+
+import pytest
+
+from clirace.launch import Launcher
+
+PY = sys.executable
+
+
+def launcher(tmp_path, timeout=10.0):
+    return Launcher(dict(os.environ), str(tmp_path), {}, timeout)
+
+
+@pytest.mark.timeout(30)
+def test_nobody_starts_before_the_release_and_output_is_untouched(tmp_path):
+    """Each target records when it started; all must start after start_together returned (the release)."""
+    jobs = [(f"j{i}", [PY, "-S", "-c", f"import time; open('{tmp_path}/t{i}','w').write(str(time.monotonic())); "
+                       f"print('out{i}')"], None) for i in range(6)]
+    runnings = launcher(tmp_path).start_together(jobs)
+    released = time.monotonic()
+    results = [r.finish() for r in runnings]
+    starts = [float((tmp_path / f"t{i}").read_text()) for i in range(6)]
+    assert all(s >= released - 0.005 for s in starts), (released, starts)
+    assert [r.stdout for r in results] == [f"out{i}\n" for i in range(6)]  # the shim's ready byte is not in it
+    assert all(r.exit_code == 0 for r in results)
+
+
+@pytest.mark.timeout(30)
+def test_barrier_works_when_descriptors_3_to_9_are_taken(tmp_path):
+    """A POSIX shell redirects only descriptors 0-9; under `time` or a test runner they may all be in use."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(12)]
+    try:
+        results = launcher(tmp_path).run_together([(f"j{i}", ["echo", f"hi{i}"], None) for i in range(4)])
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert [(r.exit_code, r.stdout) for r in results] == [(0, f"hi{i}\n") for i in range(4)]
+
+
+@pytest.mark.timeout(30)
+def test_deadline_ends_a_hanging_batch_once(tmp_path):
+    t0 = time.monotonic()
+    results = launcher(tmp_path, timeout=0.5).run_together([(f"j{i}", ["sleep", "60"], None) for i in range(4)])
+    assert all(r.timed_out and r.signal == 15 for r in results), results
+    assert time.monotonic() - t0 < 5  # one grace period for the batch, not one each
+
+
+@pytest.mark.timeout(30)
+def test_target_sees_stdin_closed_and_big_output_is_capped_but_counted(tmp_path):
+    code = "import sys; data = sys.stdin.read(); sys.stdout.write('x' * 300000); print(len(data), file=sys.stderr)"
+    (result,) = launcher(tmp_path).run_together([("j", [PY, "-S", "-c", code], None)])
+    assert result.stderr.strip() == "0" and result.stdout_bytes == 300000 and len(result.stdout) == 64 * 1024
+
+
+@pytest.mark.timeout(30)
+def test_missing_program_is_recorded_like_a_shell_would(tmp_path):
+    result = launcher(tmp_path).run("j", ["/nonexistent/tool"])
+    assert result.exit_code == 127 and "cannot execute" in result.stderr
