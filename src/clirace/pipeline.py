@@ -76,7 +76,7 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
                       environment={"strace": usable, "strace_note": why})
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
-    _children_get_default_sigint()
+    sigint_before = _children_get_default_sigint()
     workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
     ctx = Context(spec, seed, workdir, rounds=options.rounds or spec.rounds,
                   parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress,
@@ -90,6 +90,8 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
                     ctx.add(trial)
     finally:
         end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
+        if sigint_before is not None:
+            signal.signal(signal.SIGINT, sigint_before)
         if options.keep:
             history.environment["kept"] = str(workdir)  # where they are, also when the run is interrupted
         else:
@@ -100,16 +102,19 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
     return result
 
 
-def _children_get_default_sigint() -> None:
+def _children_get_default_sigint():
     """When clirace runs with SIGINT ignored (a background job, nohup), its children would inherit that, and
     a target would then survive the Ctrl-C of the lock-release test (Python does not even install its
     KeyboardInterrupt handler). A do-nothing handler keeps clirace ignoring SIGINT while every exec'd child
-    starts with the default action, as it would from a terminal."""
+    starts with the default action, as it would from a terminal.
+    Returns the disposition to restore afterwards, or None when nothing was changed."""
     try:
         if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
             signal.signal(signal.SIGINT, lambda signum, frame: None)
+            return signal.SIG_IGN
     except ValueError:  # not the main thread: signal dispositions cannot be changed from here
         pass
+    return None
 
 
 def judge(history: History, only: tuple[str, ...] = ()) -> Result:
