@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from .procs import no_leftovers  # noqa: F401 - a fixture shared by the tests that run hostile targets
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 
@@ -28,3 +30,4 @@ def check_json(spec, *args, timeout: float = 120, env=None) -> dict:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from ..conftest import FIXTURES, ROOT
-from ..procs import no_leftovers  # noqa: F401 - a fixture
+
 
 HOSTILE = FIXTURES / "hostile"
 MIB = 1 << 20

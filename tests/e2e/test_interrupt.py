@@ -19,7 +19,7 @@ import pexpect
 import pytest
 
 from ..conftest import FIXTURES, ROOT
-from ..procs import no_leftovers, wait_for  # noqa: F401 - a fixture
+from ..procs import wait_for
 
 SLOW = FIXTURES / "hostile" / "slow.yaml"
 ALIVE = 8  # 4 increments + the setsid() child of each

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ..conftest import FIXTURES, ROOT
-from ..procs import no_leftovers  # noqa: F401 - a fixture
+
 
 LEVEL1 = FIXTURES / "level1" / "clirace.yaml"
 RUNS = 4

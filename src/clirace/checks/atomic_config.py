@@ -2,7 +2,7 @@
 old or the new file, whole."""
 from .. import placeholders
 from ..configfile import Unparseable, lookup, parse
-from ..findings import FAIL, NOT_APPLICABLE, NOT_TESTED, PASS, UNKNOWN, Verdict
+from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
 from ._common import finding
 
 ID = "atomic-config"
