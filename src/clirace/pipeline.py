@@ -6,6 +6,7 @@ saved history is re-judged without launching anything.
 from __future__ import annotations
 
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -52,21 +53,38 @@ class Result:
         return cmd + (f" --only {check}" if check else "")
 
     def observed(self) -> list[str]:
-        """How the tool was seen to lock and write, from every traced round (empty without strace)."""
-        lines: dict[str, None] = {}
+        """How the tool was seen to lock and write, from every traced round (empty without strace).
+
+        Paths that differ only by a random part (a run id, a mkstemp suffix) are shown once, with a count.
+        """
+        lines: dict[str, set] = {}
+        traced = False
+
+        def note(template: str, path: str) -> None:
+            if not path.startswith("{sandbox}/io/"):  # clirace's own input and output files
+                lines.setdefault(template.format(_shape(path)), set()).add(path)
+
         for trial in self.history.trials:
             for summary in (trial.facts.get("observed") or {}).values():
+                traced = True
                 for lock in summary["locks"]:
-                    lines[f"locks with {lock}"] = None
+                    note("locks with {}", lock)
                 for path in summary["renamed_onto"]:
-                    lines[f"replaces {path} by rename (atomic)"] = None
+                    note("replaces {} by rename (atomic)", path)
                 for path in sorted(set(summary["in_place"]) - set(summary["renamed_onto"])):
-                    if not path.startswith("{sandbox}/io/"):  # clirace's own input and output files
-                        lines[f"rewrites {path} in place (O_TRUNC)"] = None
-        return list(lines)
+                    note("rewrites {} in place (O_TRUNC)", path)
+        if traced and not any(line.startswith("locks with") for line in lines):
+            lines["no lock call seen in any traced invocation (flock, fcntl, O_CREAT|O_EXCL)"] = set()
+        return [line + (f" ({len(paths)} distinct paths)" if len(paths) > 1 else "") for line, paths in lines.items()]
 
     def findings(self):
         return [f for v in self.verdicts.values() for f in v.findings]
+
+
+def _shape(path: str) -> str:
+    """A path with its random parts (hex run ids, mkstemp suffixes) replaced by *."""
+    path = re.sub(r"[0-9a-f]{8,}", "*", path)
+    return re.sub(r"(?<=[.-])(?=[A-Za-z0-9_]*[0-9])[A-Za-z0-9_]{6,10}$", "*", path)
 
 
 def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:

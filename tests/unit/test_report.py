@@ -1,0 +1,39 @@
+"""Reports rendered from a literal history: what strace saw, grouped findings, all three formats."""
+import io
+import json
+
+from clirace.pipeline import judge
+from clirace.report import render_text, to_json, to_markdown
+from clirace.report.text import console
+
+from .histories import history, inv, trial
+
+
+def observed_counter_history():
+    summaries = {f"inc-{i}": {"written": ["{sandbox}/state/counter"], "in_place": ["{sandbox}/state/counter"],
+                              "renamed_onto": [f"{{sandbox}}/tmp/run-{i:016x}/r.json", f"{{sandbox}}/io/out-{i}"],
+                              "locks": []} for i in range(3)}
+    rounds = [trial("counter", round_=r, invocations=[inv(f"inc-{i}") for i in range(3)], start=0, final=1,
+                    amplified=bool(r), observed=summaries if r else None) for r in range(2)]
+    return history(*rounds)
+
+
+def test_observed_lines_collapse_random_paths_and_say_when_no_lock_was_seen():
+    lines = judge(observed_counter_history()).observed()
+    assert "rewrites {sandbox}/state/counter in place (O_TRUNC)" in lines
+    assert "replaces {sandbox}/tmp/run-*/r.json by rename (atomic) (3 distinct paths)" in lines
+    assert not any("{sandbox}/io/" in line for line in lines)
+    assert lines[-1].startswith("no lock call seen")
+
+
+def test_every_format_renders_the_same_verdict():
+    result = judge(observed_counter_history())
+    data = json.loads(to_json(result))
+    assert data["score"] == 0 and data["corruption"] is True
+    assert [f["code"] for f in data["findings"]] == ["CR101", "CR101"]
+    markdown = to_markdown(result)
+    assert "**CR101**" in markdown and "and 1 more like it" in markdown and "observed:" in markdown
+    out = io.StringIO()
+    render_text(result, console(out))
+    text = out.getvalue()
+    assert "CR101 lost-increment" in text and "\x1b[" not in text and "score 0/3" in text
