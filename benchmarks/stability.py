@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Verdict stability: run `clirace check` on each fixture N times and print the scores and criteria seen.
+
+    python benchmarks/stability.py [--runs N] [--only levels|adversarial] [SPEC ...]
+
+A score that changes between two runs of the same tool is the worst bug clirace can have; this prints, per
+spec, every distinct (score, non-passing criteria) outcome with how often it was seen, and the wall times.
+Prints a table; asserts nothing. Expected scores come from the specs' own comments ("expected score N").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def expected_score(spec: Path) -> str:
+    for text in (spec.read_text(), (spec.parent / "README.md").read_text() if (spec.parent / "README.md").exists() else ""):
+        found = re.search(r"[Ee]xpected(?: score)?:?\s*(?:score\s*)?(\d)", text)
+        if found:
+            return found.group(1)
+    return "?"
+
+
+def one_run(spec: Path) -> tuple[str, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--format", "json"],
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        return f"error (exit {proc.returncode})", wall
+    others = sorted(f"{c['id']}={c['status']}" for c in data["criteria"] if c["status"] != "pass")
+    return f"{data['score']} [{', '.join(others) or 'all pass'}]", wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("specs", nargs="*", type=Path)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--only", choices=["levels", "adversarial"])
+    args = parser.parse_args()
+    specs = args.specs or [
+        *(sorted(REPO.glob("fixtures/level*/clirace.yaml")) if args.only != "adversarial" else []),
+        *(sorted(REPO.glob("fixtures/adversarial/*/clirace.yaml")) if args.only != "levels" else []),
+    ]
+    print(f"# benchmarks/stability.py, {args.runs} runs per spec, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    print("| spec | expected | outcomes (score [criteria not passing]) x runs | median wall s |")
+    print("|---|---|---|---|")
+    for spec in specs:
+        outcomes, walls = Counter(), []
+        for _ in range(args.runs):
+            outcome, wall = one_run(spec)
+            outcomes[outcome] += 1
+            walls.append(wall)
+        walls.sort()
+        seen = "; ".join(f"{o} x{n}" for o, n in outcomes.most_common())
+        print(f"| {spec.relative_to(REPO)} | {expected_score(spec)} | {seen} | {walls[len(walls) // 2]:.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
