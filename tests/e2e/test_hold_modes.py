@@ -1,0 +1,57 @@
+"""clirace taking the tool's lock itself (lock.hold.take), on real fixtures: flock and an O_EXCL lock file. The
+other two ways are exercised by the reference specs (park: levels 0, 1, 3; a test hook: level 2)."""
+import json
+
+import pytest
+
+from ..conftest import FIXTURES, run_clirace
+
+SPEC = """
+version: 1
+tool:
+  command: ["{{python}}", "{tool}"]
+setup:
+  - ["config", "set", "theme", "dark"]
+lock:
+  contender: ["config", "set", "contender", "1"]
+  hold:
+{hold}
+{extra}
+"""
+ONLY = ("--only", "lock-excludes", "--only", "lock-error-structured", "--only", "lock-release",
+        "--only", "lock-wait-timeout")
+
+
+def check(tmp_path, level, hold, extra=""):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(tool=FIXTURES / f"level{level}" / "tool.py", hold=hold, extra=extra))
+    proc = run_clirace("check", spec, "--format", "json", *ONLY)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    return {c["id"]: c["status"] for c in result["criteria"]}, result
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(90)
+def test_take_flock_the_way_the_tool_does(tmp_path):
+    statuses, result = check(tmp_path, 3, '    take: {path: "{state_home}/level3/lock", kind: flock}',
+                             '  wait_option: ["--lock-timeout", "{timeout_ms}"]')
+    assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "pass"
+    assert statuses["lock-wait-timeout"] == "pass"
+    assert statuses["lock-released-on-exit"] == "not_tested"
+    assert "holds the lock itself" in result["checks"]["lock-release"]["summary"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(90)
+def test_take_exclusive_create_lock_file(tmp_path):
+    hold = r'    take: {path: "{state_home}/level2/lock", kind: exclusive-create, content: "{\"pid\": {pid}, \"started_at\": {now}}"}'
+    statuses, _ = check(tmp_path, 2, hold)
+    assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "pass"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(90)
+def test_take_on_a_tool_without_locking_shows_no_exclusion(tmp_path):
+    statuses, _ = check(tmp_path, 0, '    take: {path: "{state_home}/level0/lock", kind: flock}')
+    assert statuses["lock-excludes"] == "fail"
