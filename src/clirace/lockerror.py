@@ -34,6 +34,13 @@ class PrintedError:
         return self.error is not None and self.error.get("code") == "LOCK_HELD"
 
 
+def succeeded(inv) -> bool:
+    """It exited 0 and did not report LOCK_HELD. A LOCK_HELD printed with exit status 0 is a refusal with a
+    lying status (CR203 says so), not a success whose effect went missing: counting it as one would turn a
+    level-1 defect into silent corruption."""
+    return inv.ok and not find_error(inv.stdout, inv.stderr).says_lock_held
+
+
 def json_objects(text: str):
     stripped = text.strip()
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
-from ..lockerror import find_error
 from ..findings import FAIL, NOT_APPLICABLE, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
+from ..lockerror import succeeded
 
 
 def evidence(trial, labels=(), expected="", found="") -> Evidence:
@@ -88,13 +88,6 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
 
 def ok_count(trial, prefix: str) -> int:
     return sum(1 for inv in trial.labelled(prefix) if succeeded(inv))
-
-
-def succeeded(inv) -> bool:
-    """It exited 0 and did not report LOCK_HELD. A LOCK_HELD printed with exit status 0 is a refusal with a
-    lying status (CR203 says so), not a success whose effect went missing: counting it as one would turn a
-    level-1 defect into silent corruption."""
-    return inv.ok and not find_error(inv.stdout, inv.stderr).says_lock_held
 
 
 def finding(code: str, trial, labels=(), expected="", found="", /, **args) -> Finding:

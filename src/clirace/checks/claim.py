@@ -2,7 +2,8 @@
 import re
 from collections import defaultdict
 
-from ._common import finding, ok_count, succeeded, verdict_over_rounds
+from ..lockerror import succeeded
+from ._common import finding, ok_count, verdict_over_rounds
 
 ID = "claim"
 

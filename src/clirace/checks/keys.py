@@ -1,7 +1,8 @@
 """Keys: every distinct key written by a run that exited 0 is readable afterwards with its value."""
 from .. import placeholders
 from ..configfile import Unparseable, lookup, parse
-from ._common import finding, ok_count, succeeded, verdict_over_rounds
+from ..lockerror import succeeded
+from ._common import finding, ok_count, verdict_over_rounds
 
 ID = "keys"
 

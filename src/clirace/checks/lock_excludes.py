@@ -1,6 +1,7 @@
 """Lock excludes (level 1): while the lock is held, a contender does not run against the shared state."""
 from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ._common import conflict_trial, finding, succeeded
+from ..lockerror import succeeded
+from ._common import conflict_trial, finding
 
 ID = "lock-excludes"
 

@@ -1,7 +1,8 @@
 """Lock release (level 2): after the holder ends normally, with an error, by Ctrl-C or by SIGTERM, the next
 invocation gets the lock. After SIGKILL, whether it does is reported as advice only."""
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ._common import finding, succeeded
+from ..lockerror import succeeded
+from ._common import finding
 
 ID = "lock-release"
 REQUIRED = {"normal": "CR301", "error": "CR302", "sigint": "CR303", "sigterm": "CR304"}

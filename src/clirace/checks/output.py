@@ -1,5 +1,6 @@
 """Output: each parallel run's output holds its own input's content, never another run's."""
-from ._common import finding, ok_count, succeeded, verdict_over_rounds
+from ..lockerror import succeeded
+from ._common import finding, ok_count, verdict_over_rounds
 
 ID = "output"
 

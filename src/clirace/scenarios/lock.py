@@ -9,14 +9,14 @@ import signal
 import time
 
 from ..history import Trial
-from ..lockerror import find_error
+from ..lockerror import find_error, succeeded
 from ._box import Context
 from ._hold import POLL, Holder
 
-SIGNAL_WAIT = 5.0
+SIGNAL_WAIT = 5.0  # how long a holder may take to exit after SIGINT/SIGTERM
 RETRIES = 3  # "within a few tries" of obeying the hint
 DEFAULT_RETRY_MS = 1000  # used when the hint is unusable (that is a finding of its own)
-MAX_RETRY_MS = 5000  # how long a holder may take to exit after SIGINT/SIGTERM
+MAX_RETRY_MS = 5000  # the longest clirace waits between retries, whatever the hint says
 WAYS = ("normal", "error", "sigint", "sigterm", "sigkill")
 
 
@@ -71,7 +71,7 @@ def _follow_hint(ctx, box, holder, hint, trial):
         time.sleep(waited / 1000)
         inv = box.run(f"retry-{attempt}", ctx.spec.lock.contender)
         trial.facts["retry"]["tries"] = attempt
-        if inv.ok:
+        if succeeded(inv):  # a LOCK_HELD with exit 0 is not getting through
             trial.facts["retry"]["succeeded"] = True
             return
 
