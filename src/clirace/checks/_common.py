@@ -110,3 +110,13 @@ def conflict_trial(history, check_id: str):
                              f"({base.outcome()}; {base.printed()})",
                              hint="lock.contender must be a command that succeeds on its own.")
     return trial, None
+
+
+def not_excluded(trial) -> str | None:
+    """How the contender got past a held lock ('reached' the parked state, or ran and exited 0), else None."""
+    state = trial.facts.get("while_held")
+    if state == "reached":
+        return "opened the state file the holder was reading, without waiting for any lock"
+    if state == "exited" and succeeded(trial.invocation("contender")):
+        return "ran and exited 0"
+    return None

@@ -1,7 +1,6 @@
 """Lock excludes (level 1): while the lock is held, a contender does not run against the shared state."""
 from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ..lockerror import succeeded
-from ._common import conflict_trial, finding
+from ._common import conflict_trial, finding, not_excluded
 
 ID = "lock-excludes"
 
@@ -13,12 +12,7 @@ def check(history):
     facts = trial.facts
     contender = trial.invocation("contender")
     state = facts["while_held"]
-    if state == "reached":
-        how = "opened the state file the holder was reading, without waiting for any lock"
-    elif state == "exited" and succeeded(contender):
-        how = "ran and exited 0"
-    else:
-        how = None
+    how = not_excluded(trial)
     if how:
         if not facts.get("holder_alive", True):
             return Verdict(ID, UNKNOWN, "the holder had exited before the contender finished, so the contender "

@@ -2,7 +2,7 @@
 invocation gets the lock. After SIGKILL, whether it does is reported as advice only."""
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
 from ..lockerror import succeeded
-from ._common import finding
+from ._common import finding, not_excluded
 
 ID = "lock-release"
 REQUIRED = {"normal": "CR301", "error": "CR302", "sigint": "CR303", "sigterm": "CR304"}
@@ -18,8 +18,7 @@ def check(history):
                            "the holder", hint="Add lock.hold.command or lock.hold.park so the tool holds the lock.")
         return Verdict(ID, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
     conflict = history.of("lock-conflict")
-    if conflict and not conflict[0].error and (conflict[0].facts.get("while_held") == "reached" or (
-            conflict[0].facts.get("while_held") == "exited" and succeeded(conflict[0].invocation("contender")))):
+    if conflict and not conflict[0].error and not_excluded(conflict[0]):
         return Verdict(ID, NOT_TESTED, "the contender was not excluded while the lock was held, so there is no "
                        "lock whose release could be tested")
     findings, passed, untested, unknown = [], [], [], []
