@@ -54,17 +54,19 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
-def kill_prefix(calls: str, when: int = 1, path: str | None = None) -> list[str]:
-    """strace arguments that SIGKILL the process at its `when`-th call of `calls` (touching `path`)."""
-    argv = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
-            "-e", f"inject={calls}:signal=SIGKILL:when={when}"]
-    if path:
-        argv += ["-P", path]
-    return argv + ["--"]
+def kill_prefix(calls: str, when: int = 1) -> list[str]:
+    """strace arguments that SIGKILL the process at its `when`-th call of `calls`."""
+    return ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
+            "-e", f"inject={calls}:signal=SIGKILL:when={when}", "--"]
+
+
+def trace_prefix(out_prefix: Path, calls: str) -> list[str]:
+    """strace arguments recording `calls` (fds shown with their paths), one output file per process."""
+    return ["strace", "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={calls}", "-o", str(out_prefix), "--"]
 
 
 def file_events(out_prefix: Path, cwd: str) -> list[dict]:
-    """Parse the per-process trace files written by `amplify_prefix` into plain events."""
+    """Parse the per-process trace files written by `amplify_prefix` or `trace_prefix` into plain events."""
     events = []
     for trace in sorted(out_prefix.parent.glob(out_prefix.name + ".*")):
         pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0
@@ -128,10 +130,12 @@ def summary(events: list[dict], within: str) -> dict:
                        and "O_EXCL" not in e.get("flags", [])})
     renames = [e["paths"][:2] for e in events if e["ok"] and e["call"] in ("rename", "renameat", "renameat2")
                and len(e["paths"]) >= 2 and inside(e["paths"][1])]
+    renamed_onto = {dst for _, dst in renames}
     root = within.rstrip("/") + "/"
     short = lambda text: text.replace(root, "{sandbox}/")  # noqa: E731 - paths read the same in every trial
-    return {"written": [short(p) for p in written], "in_place": [short(p) for p in in_place],
-            "renamed_onto": sorted({short(dst) for _, dst in renames}),
+    return {"written": [short(p) for p in written],
+            "in_place": [short(p) for p in in_place if p not in renamed_onto],  # replaced by rename in the end
+            "renamed_onto": sorted(short(dst) for dst in renamed_onto),
             "locks": [short(m) for m in mechanisms(events)]}
 
 

@@ -71,7 +71,7 @@ class Result:
                     note("locks with {}", lock)
                 for path in summary["renamed_onto"]:
                     note("replaces {} by rename (atomic)", path)
-                for path in sorted(set(summary["in_place"]) - set(summary["renamed_onto"])):
+                for path in summary["in_place"]:
                     note("rewrites {} in place (O_TRUNC)", path)
         if traced and not any(line.startswith("locks with") for line in lines):
             lines["no lock call seen in any traced invocation (flock, fcntl, O_CREAT|O_EXCL)"] = set()

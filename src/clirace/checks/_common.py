@@ -34,7 +34,7 @@ def describe_observed(trial) -> str:
     writers = Counter(path for s in observed.values() for path in set(s["written"]))
     parts = [f"all {n} invocations wrote {path}" if count == n else f"{count} of {n} invocations wrote {path}"
              for path, count in writers.most_common() if count > 1][:2]
-    in_place = sorted({p for s in observed.values() for p in s["in_place"]} - {p for s in observed.values() for p in s["renamed_onto"]})
+    in_place = sorted({p for s in observed.values() for p in s["in_place"]})
     if in_place:
         parts.append(f"rewrote {', '.join(in_place[:2])} in place (O_TRUNC) instead of temp + rename")
     renamed = sorted({p for s in observed.values() for p in s["renamed_onto"]})

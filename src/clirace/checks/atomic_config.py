@@ -46,10 +46,10 @@ def _in_place_advice(history):
     """CR603 once, from the first traced keys round that rewrote the config file in place."""
     for trial in history.of("keys"):
         config = trial.facts.get("config")
+        if not config:
+            continue
+        name = config["path"].rsplit("/", 1)[-1]
         for label, summary in (trial.facts.get("observed") or {}).items():
-            if not config:
-                continue
-            name = config["path"].rsplit("/", 1)[-1]
             hits = [p for p in summary["in_place"] if p.endswith("/" + name)]
             if hits:
                 return [finding("CR603", trial, [label], "temp file + rename", "open with O_TRUNC",

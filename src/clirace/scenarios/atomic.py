@@ -67,7 +67,7 @@ def _kill_points(ctx, workload):
         path = Path(box.path(workload.config.path))
         prefix = box.sandbox.root / "trace" / "writer"
         prefix.parent.mkdir()
-        wrap = ["strace", "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={KILL_CALLS}", "-o", str(prefix), "--"]
+        wrap = observe.trace_prefix(prefix, KILL_CALLS)
         inv = box.run("traced-writer", workload.run, wrap=wrap, key="clirace_killed", value="after-kill",
                       i=0, n=1, session_id="s0")
         if not inv.ok:

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import observe
 from ..history import Trial
 from ._box import Context
-from .workloads import run_outputs
+from .workloads import DELAY_MS, run_outputs
 
 
 def run(ctx: Context) -> list[Trial]:
@@ -29,7 +29,7 @@ def run(ctx: Context) -> list[Trial]:
             trace_dir.mkdir()
             # Traced and amplified like a workload round: the trace decides the temp paths, the delays make
             # any clobbering of outputs likely to show as well.
-            wrap = (lambda label: observe.amplify_prefix(trace_dir / label, box.rng.randint(2, 20))) if ctx.strace else None
+            wrap = (lambda label: observe.amplify_prefix(trace_dir / label, box.rng.randint(*DELAY_MS))) if ctx.strace else None
             token = box.token()
             ids = [f"sess{i}-{token}" for i in range(ctx.parallel)] if with_ids else None
             runs = run_outputs(ctx, box, command, "run", session_flag=session.flag if with_ids else None,
