@@ -40,10 +40,6 @@ class Holder:
         io = box.sandbox.root / "io"
         self.ready_file, self.release_file = io / "hold.ready", io / "hold.release"
 
-    @property
-    def is_tool(self) -> bool:
-        return self.hold.how != "take"
-
     # ------------------------------------------------------------------------------------------- start
     def start(self) -> float:
         """Take the lock (through the tool, or directly); returns seconds until it was held."""
