@@ -35,6 +35,7 @@ class Invocation:
     stderr_bytes: int = 0
     timed_out: bool = False
     wrapper: str = ""  # e.g. strace amplifying or killing it; argv above is the target's own command line
+    ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
 
     @property
     def ok(self) -> bool:
@@ -52,7 +53,7 @@ class Invocation:
                 name = _signal.Signals(self.signal).name
             except ValueError:
                 name = f"signal {self.signal}"
-            return f"killed by {name}"
+            return f"killed by {name}" + (f", {self.ended_by}" if self.ended_by else "")
         return f"exit {self.exit_code}"
 
     def printed(self, limit: int = 160) -> str:

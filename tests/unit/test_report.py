@@ -2,6 +2,7 @@
 import io
 import json
 
+from clirace.history import History
 from clirace.pipeline import judge
 from clirace.report import render_text, to_json, to_markdown
 from clirace.report.text import console
@@ -37,3 +38,13 @@ def test_every_format_renders_the_same_verdict():
     render_text(result, console(out))
     text = out.getvalue()
     assert "CR101 lost-increment" in text and "\x1b[" not in text and "score 0/3" in text
+
+
+def test_a_signal_clirace_sent_does_not_read_as_a_crash_and_survives_a_saved_history(tmp_path):
+    parked = inv("holder", exit_code=None, signal=9)
+    parked.ended_by = "sent by clirace once the trial was over"
+    assert parked.outcome() == "killed by SIGKILL, sent by clirace once the trial was over"
+    assert inv("crashed", exit_code=None, signal=11).outcome() == "killed by SIGSEGV"
+    history(trial("lock-conflict", invocations=[parked])).save(tmp_path / "h.json")
+    reloaded = History.load(tmp_path / "h.json").trials[0].invocations[0]
+    assert reloaded.outcome() == parked.outcome()

@@ -175,7 +175,7 @@ class Holder:
             raise TrialFailed(f"clirace could not take the {self.hold.kind} lock on {path}: it is held") from None
 
     def _not_ready(self, why: str):
-        inv = self.end(signal.SIGKILL)
+        inv = self.end(signal.SIGKILL, "sent by clirace because it never showed that it held the lock")
         raise TrialFailed(f"the lock holder never held the lock: {why} ({inv.outcome()}; {inv.printed()})")
 
     # ---------------------------------------------------------------------------------------- observe
@@ -212,6 +212,8 @@ class Holder:
             except ProcessLookupError:
                 pass
         inv = self.wait(wait)
+        if inv.signal == sig:
+            inv.ended_by = f"sent by clirace{' as Ctrl-C on its terminal' if self.pty and sig == signal.SIGINT else ''}"
         self._restore()
         return inv
 
@@ -241,15 +243,18 @@ class Holder:
             self.invocation = self.running.finish()
         return self.box.record(self.invocation)
 
-    def end(self, sig=signal.SIGKILL) -> Invocation:
+    def end(self, sig=signal.SIGKILL, why="sent by clirace once the trial was over") -> Invocation:
         if self.running is None:
             return Invocation(label="holder", argv=[], exit_code=None)
-        if self._alive():
+        signalled = self._alive()
+        if signalled:
             if self.pty:
                 self.running.kill(sig)
             else:
                 self.running.signal_group(sig)
         inv = self.wait(2.0)
+        if signalled and inv.signal == sig:
+            inv.ended_by = why  # so that the evidence does not read as if the tool had crashed
         self._restore()
         return inv
 

@@ -50,6 +50,8 @@ def run(ctx: Context) -> list[Trial]:
             wrap = observe.kill_prefix(point["call"], when=point["when"])
             inv = box.run("killed-writer", workload.run, wrap=wrap, key="clirace_killed", value="after-kill",
                           i=0, n=1, session_id="s0")
+            if inv.signal == 9:
+                inv.ended_by = f"sent by clirace (strace) at {point['name']}"
             trial.facts.update(point=point["name"], format=workload.config.format, key_path=workload.config.key,
                                old=old, after=_text(path), key="clirace_killed", value="after-kill",
                                killed=inv.signal == 9)
