@@ -49,6 +49,7 @@ class Running:
     batch: list | None = None  # the invocations released together with this one (itself included)
     parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
     wrapper: str = ""
+    ended_by: str = ""  # why clirace stopped it, when it did so on purpose (not at a deadline)
     _out: list = field(default_factory=lambda: [bytearray(), [0]])
     _err: list = field(default_factory=lambda: [bytearray(), [0]])
     _open_streams: int = 2
@@ -97,11 +98,12 @@ class Running:
         except subprocess.TimeoutExpired:
             return False
 
-    def stop(self) -> None:
+    def stop(self, why: str = "") -> None:
         """End it and its process group: SIGTERM, then SIGKILL after a grace period.
 
         Invocations released together are stopped together, so the grace period is spent once, not once each.
         """
+        self.ended_by = self.ended_by or why
         stop_all(self.batch or [self])
 
     def enforce_deadline(self) -> None:
@@ -136,7 +138,7 @@ class Running:
             signal=-code if code is not None and code < 0 else None,
             stdout=_text(self._out[0]), stderr=_text(self._err[0]),
             stdout_bytes=self._out[1][0], stderr_bytes=self._err[1][0], timed_out=self.timed_out,
-            wrapper=self.wrapper,
+            wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
         )
 
 

@@ -53,7 +53,7 @@ def conflict(ctx: Context) -> list[Trial]:
                 running.deadline = time.monotonic() + ctx.spec.timeout
                 trial.facts["after_release"] = "finished"
             elif state == "reached":
-                running.stop()
+                running.stop("sent by clirace once it had reached the state the holder was reading")
             contender = box.finish(running)
             printed = find_error(contender.stdout, contender.stderr)
             if state == "exited" and printed.says_lock_held:
