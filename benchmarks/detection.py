@@ -52,6 +52,7 @@ DEFAULT_ROUNDS = 3
 C_SOURCE = r"""
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
@@ -61,6 +62,10 @@ int main(int argc, char **argv) {
     int n = snprintf(buf, sizeof buf, "%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
     int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || write(fd, buf, n) != n) return 1;
+    if (argc > 2) {                        /* floors.py: nap N ms after stamping, so this probe's own exit */
+        struct timespec nap = {0, atol(argv[2]) * 1000000L};   /* cannot delay the others' starts */
+        nanosleep(&nap, 0);
+    }
     return close(fd) != 0;
 }
 """
