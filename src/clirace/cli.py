@@ -48,6 +48,7 @@ def check(
     """Check a tool described by SPEC and print its §15 score with the evidence."""
     from .checks import REGISTRY
     from .pipeline import Options, judge, run
+    from .sandbox import adopt_orphans
     from .spec import load_spec
 
     for name in only or ():
@@ -69,6 +70,7 @@ def check(
         raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    adopt_orphans()  # this process is clirace's own: it may adopt (and end) what its targets orphan
     with _Progress() as progress:
         try:
             for sig, handler in previous.items():

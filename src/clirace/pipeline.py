@@ -20,7 +20,7 @@ from .checks import NEEDS, run_all
 from .findings import Verdict
 from .history import History
 from .rubric import Criterion, Score, criteria, load_section, score
-from .sandbox import end_run
+from .sandbox import end_adopted, end_run
 from .scenarios import SCENARIOS, Context
 from .spec import Spec
 
@@ -108,6 +108,7 @@ def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
                     ctx.add(trial)
     finally:
         end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
+        end_adopted()
         if sigint_before is not None:
             signal.signal(signal.SIGINT, sigint_before)
         if options.keep:

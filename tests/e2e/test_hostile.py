@@ -188,3 +188,37 @@ def test_processes_end_when_a_scenario_raises(cut_short, no_leftovers, monkeypat
         pipeline.run(load_spec(FIXTURES / "hostile" / "slow.yaml"), pipeline.Options(strace=False))
     assert no_leftovers.leftovers() == []
     assert os.listdir(no_leftovers.tmpdir) == []
+
+
+def envclear_daemons(under) -> dict[int, str]:
+    """Live processes left by fixtures/hostile/envclear.py for sandboxes under `under`, found by their command
+    line (they have no environment for the marker oracle of tests/procs.py to read)."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"clirace-hostile-envclear {under}" in cmdline:
+            found[int(entry)] = cmdline
+    return found
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_daemon_that_cleared_its_environment_is_still_ended(no_leftovers):
+    # The marker in the environment cannot find it; the clirace CLI adopts orphans (a child subreaper), so a
+    # daemon whose parent exited becomes clirace's child and is ended with its trial.
+    try:
+        proc, _wall, _result, trials = run_check(no_leftovers, "envclear", "--format", "json", deadline=30)
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert len(invocations(trials, "inc-")) == 4
+        deadline = time.monotonic() + 2  # a SIGKILLed process may take a moment to leave /proc
+        while (left := envclear_daemons(no_leftovers.tmpdir)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == {}, left
+    finally:
+        for pid in envclear_daemons(no_leftovers.tmpdir):  # never leave them to the next test
+            os.kill(pid, 9)

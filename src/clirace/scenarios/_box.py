@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import placeholders
 from ..history import Invocation, Trial
 from ..launch import Launcher, Running
-from ..sandbox import Sandbox
+from ..sandbox import Sandbox, end_adopted
 from ..spec import Spec
 
 
@@ -57,6 +57,7 @@ class Context:
             raise
         finally:
             box.end_all()
+            end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
             trial.facts.setdefault("sandbox", str(root))
             if self.keep:
                 sandbox.end_strays()
