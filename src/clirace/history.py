@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import signal as _signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ class Invocation:
     timed_out: bool = False
     wrapper: str = ""  # e.g. strace amplifying or killing it; argv above is the target's own command line
     ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
+    sandbox: str = ""  # the trial's sandbox; shown as {sandbox} in reports, so that they read the same every run
 
     @property
     def ok(self) -> bool:
@@ -56,12 +58,19 @@ class Invocation:
             return f"killed by {name}" + (f", {self.ended_by}" if self.ended_by else "")
         return f"exit {self.exit_code}"
 
+    def command(self) -> str:
+        """Its command line, for evidence."""
+        return self._in_sandbox(shlex.join(self.argv))
+
+    def _in_sandbox(self, text: str) -> str:
+        return text.replace(self.sandbox, "{sandbox}") if self.sandbox else text
+
     def printed(self, limit: int = 160) -> str:
         """What it printed, on one line, for evidence. Control characters are shown escaped, so a target
         cannot send escape sequences to the terminal of whoever reads the report."""
         parts = []
         for name, text, total in (("stdout", self.stdout, self.stdout_bytes), ("stderr", self.stderr, self.stderr_bytes)):
-            text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
+            text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(self._in_sandbox(text).split()))
             if total > OUTPUT_CAP:
                 name = f"{name} ({total} bytes, first {OUTPUT_CAP} kept)"
             if text:

@@ -48,3 +48,11 @@ def test_a_signal_clirace_sent_does_not_read_as_a_crash_and_survives_a_saved_his
     history(trial("lock-conflict", invocations=[parked])).save(tmp_path / "h.json")
     reloaded = History.load(tmp_path / "h.json").trials[0].invocations[0]
     assert reloaded.outcome() == parked.outcome()
+
+
+def test_evidence_names_the_sandbox_not_its_random_path():
+    shown = inv("contender", exit_code=255, stderr="error: could not lock /tmp/clirace-x1/lock-9f/home/.gitconfig")
+    shown.argv, shown.sandbox = ["git", "config", "--file", "/tmp/clirace-x1/lock-9f/home/.gitconfig"], "/tmp/clirace-x1/lock-9f"
+    assert shown.command() == "git config --file {sandbox}/home/.gitconfig"
+    assert shown.printed() == "stderr: error: could not lock {sandbox}/home/.gitconfig"
+    assert "/tmp/clirace-x1" in shown.stderr  # the history keeps what the target really printed

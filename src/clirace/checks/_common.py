@@ -1,7 +1,6 @@
 """Helpers shared by checks: summarising rounds, and turning trials into a verdict."""
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 
 from ..findings import FAIL, NOT_APPLICABLE, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
@@ -13,7 +12,7 @@ def evidence(trial, labels=(), expected="", found="") -> Evidence:
     for label in labels:
         inv = trial.invocation(label)
         if inv is not None:
-            invocations.append({"label": label, "command": shlex.join(inv.argv), "outcome": inv.outcome(),
+            invocations.append({"label": label, "command": inv.command(), "outcome": inv.outcome(),
                                 "printed": inv.printed()})
     amplified = " amplified" if trial.facts.get("amplified") else ""
     return Evidence(trial=f"{trial.scenario}: {trial.name} (round {trial.round + 1}{amplified})", invocations=invocations,

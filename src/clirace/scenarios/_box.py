@@ -92,6 +92,7 @@ class Box:
                 *placeholders.expand_all(sub, values)]
 
     def record(self, invocation: Invocation) -> Invocation:
+        invocation.sandbox = str(self.sandbox.root)
         self.trial.invocations.append(invocation)
         return invocation
 

@@ -48,12 +48,12 @@ def run(ctx: Context) -> list[Trial]:
             _seed(box, workload)
             old = path.read_text()
             wrap = observe.kill_prefix(point["call"], when=point["when"])
-            inv = box.run("killed-writer", workload.run, wrap=wrap, key="clirace_killed", value="after-kill",
+            inv = box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                           i=0, n=1, session_id="s0")
             if inv.signal == 9:
                 inv.ended_by = f"sent by clirace (strace) at {point['name']}"
             trial.facts.update(point=point["name"], format=workload.config.format, key_path=workload.config.key,
-                               old=old, after=_text(path), key="clirace_killed", value="after-kill",
+                               old=old, after=_text(path), key="cliracekilled", value="after-kill",
                                killed=inv.signal == 9)
     return trials
 
@@ -70,7 +70,7 @@ def _kill_points(ctx, workload):
         prefix = box.sandbox.root / "trace" / "writer"
         prefix.parent.mkdir()
         wrap = observe.trace_prefix(prefix, KILL_CALLS)
-        inv = box.run("traced-writer", workload.run, wrap=wrap, key="clirace_killed", value="after-kill",
+        inv = box.run("traced-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                       i=0, n=1, session_id="s0")
         if not inv.ok:
             raise TrialFailed(f"the config writer failed under trace ({inv.outcome()}; {inv.printed()})")
@@ -100,7 +100,7 @@ def _kill_points(ctx, workload):
 
 
 def _seed(box, workload):
-    inv = box.run("seed-write", workload.run, key="clirace_seed", value="seeded", i=0, n=1, session_id="s0")
+    inv = box.run("seed-write", workload.run, key="cliraceseed", value="seeded", i=0, n=1, session_id="s0")
     if not inv.ok:
         raise TrialFailed(f"the first config write failed ({inv.outcome()}; {inv.printed()})")
 
@@ -113,7 +113,7 @@ def _sampled(ctx, workload) -> Trial:
         _seed(box, workload)
         path = Path(box.path(workload.config.path))
         sampler = _Sampler(path, workload.config.format)
-        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=f"clirace_s{i}", value=f"v{i}",
+        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=f"cliraces{i}", value=f"v{i}",
                                       session_id=f"s{i}"), None) for i in range(ctx.parallel)]
         sampler.start()
         try:

@@ -80,7 +80,7 @@ def _counter(ctx, box, workload, trial, parallel):
 
 def _keys(ctx, box, workload, trial, parallel):
     token = box.token()
-    keys = {f"set-{i}": [f"clirace_k{i}", f"v{i}-{token}"] for i in range(ctx.parallel)}
+    keys = {f"set-{i}": [f"cliracek{i}", f"v{i}-{token}"] for i in range(ctx.parallel)}
     trial.facts["keys"] = keys
     parallel.run([(label, box.argv(workload.run, i=i, n=ctx.parallel, key=k, value=v, session_id=f"s{i}"), None)
                   for i, (label, (k, v)) in enumerate(keys.items())])
