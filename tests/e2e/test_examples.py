@@ -24,3 +24,16 @@ def test_git_config_gets_1_for_its_unstructured_lock_error():
     (contender,) = unstructured["evidence"]["invocations"]
     assert contender["outcome"] == "exit 255", contender
     assert "could not lock config file {sandbox}/home/.gitconfig" in contender["printed"], contender
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_pip_config_gets_0_for_lost_keys():
+    # `pip config --user set` reads pip.conf at start-up and rewrites it in place at the end, with no lock:
+    # parallel calls with distinct keys lose most of them.
+    result = check_json(ROOT / "docs/examples/pip-config.clirace.yaml", "--seed", "3", timeout=170)
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert result["score"] == 0 and result["corruption"] is True, statuses
+    assert statuses["no-silent-corruption"] == "fail" and statuses["lock-excludes"] == "not_tested", statuses
+    lost = [f for f in result["findings"] if f["code"] == "CR111"]
+    assert lost and all(i["outcome"] == "exit 0" for f in lost for i in f["evidence"]["invocations"]), lost

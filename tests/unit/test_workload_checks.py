@@ -119,3 +119,17 @@ def test_lock_held_with_exit_zero_is_a_refusal_not_a_lost_increment():
     invs = [inv("inc-0", 0, stdout="1"), inv("inc-1", 0, stdout=refused), inv("inc-2", 0, stdout=refused)]
     v = counter.check(history(trial("counter", invocations=invs, start=0, final=1)))
     assert v.status == "pass"
+
+
+def test_summaries_total_every_failed_round_not_the_first_rounds_figure():
+    rounds = [keys_trial('{"k0": "v0"}', [True, True, True]), keys_trial('{"k0": "v0", "k1": "v1"}', [True, True, True])]
+    for n, t in enumerate(rounds):
+        t.round = n
+    assert keys.check(history(*rounds)).summary.startswith(
+        "lost 3 of 6 keys written by invocations that exited 0 in 2 of 2 rounds")
+    doubled, lost = claim_trial(["a", "a", "b"], remaining=["c"]), claim_trial(["a", None, None], remaining=[])
+    lost.round = 1
+    assert claim.check(history(doubled, lost)).summary.startswith(
+        "1 item(s) claimed more than once; 2 item(s) neither claimed nor left in the queue in 2 of 2 rounds")
+    assert output.check(history(output_trial(["m1 result", "m1 result"]))).summary.startswith(
+        "1 successful run(s) ended with another run's output or none of its own input in 1 of 1 rounds")

@@ -39,4 +39,14 @@ def judge_one(trial):
 
 def check(history):
     return verdict_over_rounds(ID, history.of("claim"), judge_one, lambda ts: (
-        f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"), prefix="claim-")
+        f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"),
+        tally=_tally, prefix="claim-")
+
+
+def _tally(findings):
+    """Totals over the failed rounds (see keys._tally)."""
+    doubled = sum(1 for f in findings if f.code == "CR121")
+    lost = sum(f.args["count"] for f in findings if f.code == "CR122")
+    parts = [f"{doubled} item(s) claimed more than once"] if doubled else []
+    parts += [f"{lost} item(s) neither claimed nor left in the queue"] if lost else []
+    return "; ".join(parts) or findings[0].message()

@@ -45,4 +45,15 @@ def judge_one(trial):
 
 def check(history):
     return verdict_over_rounds(ID, history.of("keys"), judge_one, lambda ts: (
-        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were present"), prefix="set-")
+        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were present"),
+        tally=_tally, prefix="set-")
+
+
+def _tally(findings):
+    """Totals over the failed rounds, so that "in 3 of 3 rounds" does not read as the first round's figure."""
+    lost = [f for f in findings if f.code == "CR111"]
+    stale = sum(1 for f in findings if f.code == "CR112")
+    parts = [f"lost {sum(f.args['lost'] for f in lost)} of {sum(f.args['ok'] for f in lost)} keys written by "
+             f"invocations that exited 0"] if lost else []
+    parts += [f"{stale} key(s) left with another run's value"] if stale else []
+    return "; ".join(parts) or findings[0].message()

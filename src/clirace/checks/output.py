@@ -31,4 +31,14 @@ def judge_one(trial):
 
 def check(history):
     return verdict_over_rounds(ID, history.of("output"), judge_one, lambda ts: (
-        f"all {sum(ok_count(t, 'out-') for t in ts)} successful runs over {len(ts)} rounds produced their own output"), prefix="out-")
+        f"all {sum(ok_count(t, 'out-') for t in ts)} successful runs over {len(ts)} rounds produced their own output"),
+        tally=_tally, prefix="out-")
+
+
+def _tally(findings):
+    """Totals over the failed rounds (see keys._tally)."""
+    wrong = sum(1 for f in findings if f.code == "CR131")
+    missing = sum(1 for f in findings if f.code == "CR132")
+    parts = [f"{wrong} successful run(s) ended with another run's output or none of its own input"] if wrong else []
+    parts += [f"{missing} successful run(s) left no output"] if missing else []
+    return "; ".join(parts) or findings[0].message()
