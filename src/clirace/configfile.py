@@ -31,14 +31,28 @@ def parse(text: str, fmt: str):
         if fmt == "toml":
             return tomllib.loads(text)
         if fmt == "ini":
-            parser = configparser.ConfigParser(interpolation=None)
-            parser.read_string(text)
-            return {section: dict(parser[section]) for section in ["DEFAULT", *parser.sections()]}
+            return _parse_ini(text)
     except Unparseable:
         raise
     except Exception as exc:  # each parser has its own error types; all mean "torn or invalid"
         raise Unparseable(f"{type(exc).__name__}: {exc}") from None
     raise Unparseable(f"unknown format {fmt}")
+
+
+def _parse_ini(text: str) -> dict:
+    """INI as git, pip and npm write it. Keys before any [section] belong to DEFAULT: many files (.npmrc) have no
+    section at all, and such a file is not torn. `=` is tried as the only delimiter first, since keys may hold
+    a colon (npm's `@scope:registry=URL`); a file that needs `key: value` as well is read with both."""
+    first = next((line.strip() for line in text.splitlines() if line.strip() and line.strip()[0] not in "#;"), "")
+    if not first.startswith("["):
+        text = "[DEFAULT]\n" + text
+    try:
+        parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+        parser.read_string(text)
+    except configparser.ParsingError:
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(text)
+    return {section: dict(parser[section]) for section in ["DEFAULT", *parser.sections()]}
 
 
 _MISSING = object()

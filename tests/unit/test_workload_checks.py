@@ -133,3 +133,20 @@ def test_summaries_total_every_failed_round_not_the_first_rounds_figure():
         "1 item(s) claimed more than once; 2 item(s) neither claimed nor left in the queue in 2 of 2 rounds")
     assert output.check(history(output_trial(["m1 result", "m1 result"]))).summary.startswith(
         "1 successful run(s) ended with another run's output or none of its own input in 1 of 1 rounds")
+
+
+def test_ini_without_sections_or_with_colons_in_keys_is_read_not_called_torn():
+    from clirace.configfile import Unparseable, lookup, parse
+    npmrc = parse("@cliracek0:registry=https://v0.example/\n; comment\n", "ini")
+    assert lookup(npmrc, "@cliracek0:registry", "ini") == "https://v0.example/"
+    gitconfig = parse("[user]\n\tname = x\n[clirace]\n\tcliracek0 = v0\n", "ini")
+    assert lookup(gitconfig, "clirace.cliracek0", "ini") == "v0"
+    pipconf = parse("[global]\ntimeout: 60\nindex-url = https://x/\n", "ini")
+    assert lookup(pipconf, "global.timeout", "ini") == "60"
+    assert keys.check(history(keys_trial("k0 = v0\nk1 = v1\n", [True, True], fmt="ini"))).status == "pass"
+    for torn in ("", "[clirace\nk0 = v0\n"):
+        try:
+            parse(torn, "ini")
+        except Unparseable:
+            continue
+        raise AssertionError(f"{torn!r} parsed")
