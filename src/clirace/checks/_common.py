@@ -82,7 +82,21 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
         return Verdict(check_id, UNKNOWN, f"no parallel invocation exited 0 in any round, so the invariant was never "
                        f"exercised (e.g. {sample.label}: {sample.outcome()}; {sample.printed(100)})", findings,
                        hint="Check the workload's run command: it must succeed when run alone.", rates=rates)
-    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how})", findings, rates=rates)
+    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}", findings, rates=rates)
+
+
+def _refusals(trials, prefix) -> str:
+    """How many parallel invocations did not exit 0, with one of them: a pass on 3 increments out of 24 is
+    weaker evidence than a pass on 24, and says so."""
+    if not prefix:
+        return ""
+    runs = [inv for t in trials for inv in t.labelled(prefix)]
+    refused = [inv for inv in runs if not succeeded(inv)]
+    if not refused:
+        return ""
+    sample = refused[0]
+    return (f"; {len(refused)} of {len(runs)} invocations did not exit 0 (e.g. {sample.label}: "
+            f"{sample.outcome()}; {sample.printed(100)})")
 
 
 def ok_count(trial, prefix: str) -> int:
