@@ -37,3 +37,16 @@ def test_pip_config_gets_0_for_lost_keys():
     assert statuses["no-silent-corruption"] == "fail" and statuses["lock-excludes"] == "not_tested", statuses
     lost = [f for f in result["findings"] if f["code"] == "CR111"]
     assert lost and all(i["outcome"] == "exit 0" for f in lost for i in f["evidence"]["invocations"]), lost
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
+def test_sqlite3_gets_1_with_a_lock_that_is_always_released():
+    result = check_json(ROOT / "docs/examples/sqlite3.clirace.yaml", "--seed", "3")
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert result["score"] == 1, statuses
+    assert statuses["no-silent-corruption"] == "pass" and statuses["lock-released-on-exit"] == "pass", statuses
+    assert statuses["lock-error-structured"] == "fail" and statuses["lock-wait-timeout"] == "fail", statuses
+    (waited,) = [f for f in result["findings"] if f["code"] == "CR402"]  # waited, then failed unstructured
+    assert "database is locked" in waited["message"], waited
