@@ -50,3 +50,15 @@ def test_sqlite3_gets_1_with_a_lock_that_is_always_released():
     assert statuses["lock-error-structured"] == "fail" and statuses["lock-wait-timeout"] == "fail", statuses
     (waited,) = [f for f in result["findings"] if f["code"] == "CR402"]  # waited, then failed unstructured
     assert "database is locked" in waited["message"], waited
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_npm_config_gets_0_for_lost_keys_in_a_sectionless_ini():
+    # ~/.npmrc has no [section] and its keys hold a colon (@scope:registry): the keys that survive must be read
+    # as present with their (wrapped) values, not as a torn file or stale values.
+    result = check_json(ROOT / "docs/examples/npm-config.clirace.yaml", "--seed", "3", timeout=170)
+    codes = {f["code"] for f in result["findings"]}
+    assert result["score"] == 0 and "CR111" in codes, codes
+    assert not codes & {"CR112", "CR113"}, codes

@@ -157,3 +157,11 @@ def test_a_pass_says_how_many_invocations_were_refused():
     assert v.status == "pass"
     assert v.summary.endswith("; 1 of 3 invocations did not exit 0 (e.g. inc-2: exit 4; printed nothing)"), v.summary
     assert "did not exit 0" not in counter.check(history(counter_trial(0, 2, [True, True]))).summary
+
+
+def test_a_key_may_hold_its_value_wrapped_but_not_another_runs():
+    wrapped = keys_trial('{"k0": "https://v0.example/", "k1": "https://v1.example/"}', [True, True])
+    assert keys.check(history(wrapped)).status == "pass"
+    swapped = keys_trial('{"k0": "https://v1.example/", "k1": "https://v1.example/"}', [True, True])
+    v = keys.check(history(swapped))
+    assert [f.code for f in v.findings] == ["CR112"] and v.findings[0].args["key"] == "k0"
