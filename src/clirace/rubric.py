@@ -110,4 +110,11 @@ def score(section: dict, crits: list[Criterion]) -> Score:
             break
         reached = level["score"]
     line = next(lvl["text"] for lvl in section["levels"] if lvl["score"] == reached)
+    if reached == 0 and not corruption and not any(c.status == FAIL for c in blocked):
+        # Level 0's line says the tool corrupts; nothing here showed that, level 1 was just not shown either.
+        line = NOT_SHOWN
     return Score(reached, line, blocked, corruption)
+
+
+NOT_SHOWN = ("Level 1 was not shown, and nothing failed: the score is 0 for want of evidence (see the criteria "
+             "not tested or undecided), not because corruption was seen.")

@@ -67,3 +67,11 @@ def test_every_code_a_check_can_report_is_in_the_catalogue():
     source = "".join(p.read_text() for p in (Path(__file__).parents[2] / "src/clirace/checks").glob("*.py"))
     used = set(re.findall(r'"(CR\d{3})"', source))
     assert used and used <= set(rules())
+
+
+def test_a_zero_without_a_failure_does_not_claim_corruption():
+    level0 = SECTION["levels"][0]["text"]
+    untested = score(SECTION, criteria(SECTION, verdicts(lock_excludes="not_tested")))
+    assert untested.score == 0 and untested.line != level0 and "for want of evidence" in untested.line
+    assert score(SECTION, criteria(SECTION, verdicts(counter="fail"))).line == level0
+    assert score(SECTION, criteria(SECTION, verdicts(lock_excludes="fail"))).line == level0

@@ -165,3 +165,11 @@ def test_a_key_may_hold_its_value_wrapped_but_not_another_runs():
     swapped = keys_trial('{"k0": "https://v1.example/", "k1": "https://v1.example/"}', [True, True])
     v = keys.check(history(swapped))
     assert [f.code for f in v.findings] == ["CR112"] and v.findings[0].args["key"] == "k0"
+
+
+def test_outputs_that_hold_no_input_at_all_are_undecided_not_clobbered():
+    v = output.check(history(output_trial(["H4sIAAAA", "H4sIAAAB"])))  # e.g. gzip: no input's text survives
+    assert v.status == "unknown" and not v.findings, v
+    assert "no output holds any input's text" in v.summary and "as it is" in v.hint
+    # One output with another run's input is still clobbering, even if the other holds nothing readable.
+    assert [f.code for f in output.check(history(output_trial(["H4sIAAAA", "m0 result"]))).findings] == ["CR131", "CR131"]

@@ -16,10 +16,10 @@ def evidence(trial, labels=(), expected="", found="") -> Evidence:
                                 "printed": inv.printed()})
     amplified = " amplified" if trial.facts.get("amplified") else ""
     return Evidence(trial=f"{trial.scenario}: {trial.name} (round {trial.round + 1}{amplified})", invocations=invocations,
-                    expected=_line(expected), found=_line(found), observed=describe_observed(trial))
+                    expected=one_line(expected), found=one_line(found), observed=describe_observed(trial))
 
 
-def _line(value, limit=200) -> str:
+def one_line(value, limit=200) -> str:
     text = " ".join(str(value).split())
     return text[:limit] + ("…" if len(text) > limit else "")
 
@@ -44,6 +44,10 @@ def describe_observed(trial) -> str:
     return "; ".join(parts)
 
 
+class Undecided(Exception):
+    """Raised by a `judge_one` whose trial cannot decide the invariant: Undecided(reason, hint)."""
+
+
 def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=None, prefix=None) -> Verdict:
     """Judge each trial with `judge_one(trial) -> list[Finding]`; any finding fails, errors make it unknown.
 
@@ -53,16 +57,23 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
     """
     if not trials:
         return Verdict(check_id, NOT_APPLICABLE, "no such workload in the spec")
-    findings, failed_rounds, errors = [], [], []
+    findings, failed_rounds, errors, undecided = [], [], [], []
+    hint = "Fix the spec or the tool so that the trial can run (see the error)."
     for trial in trials:
         if trial.error:
-            errors.append(trial)
+            errors.append(trial.error)
             continue
-        mine = judge_one(trial)
+        try:
+            mine = judge_one(trial)
+        except Undecided as exc:
+            errors.append(exc.args[0])
+            hint = exc.args[1]
+            undecided.append(trial)
+            continue
         if any(not f.advisory for f in mine):
             failed_rounds.append(trial)
         findings.extend(mine)
-    judged = [t for t in trials if not t.error]
+    judged = [t for t in trials if not t.error and t not in undecided]
     amplified = [t for t in judged if t.facts.get("amplified")]
     rates = {"rounds": len(judged), "failed_rounds": len(failed_rounds), "amplified_rounds": len(amplified),
              "failed_amplified_rounds": sum(1 for t in failed_rounds if t.facts.get("amplified"))}
@@ -75,8 +86,7 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
             summary += f"; non-deterministic: rounds {', '.join(str(t.round + 1) for t in failed_rounds)} failed"
         return Verdict(check_id, FAIL, summary, findings, rates=rates)
     if errors:
-        return Verdict(check_id, UNKNOWN, f"could not decide: {errors[0].error}", findings,
-                       hint="Fix the spec or the tool so that the trial can run (see the error).")
+        return Verdict(check_id, UNKNOWN, f"could not decide: {errors[0]}", findings, hint=hint)
     if prefix and judged and not any(ok_count(t, prefix) for t in judged):
         sample = judged[0].labelled(prefix)[0]
         return Verdict(check_id, UNKNOWN, f"no parallel invocation exited 0 in any round, so the invariant was never "

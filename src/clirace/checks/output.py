@@ -1,14 +1,25 @@
 """Output: each parallel run's output holds its own input's content, never another run's."""
 from ..lockerror import succeeded
-from ._common import finding, ok_count, verdict_over_rounds
+from ._common import Undecided, one_line, finding, ok_count, verdict_over_rounds
 
 ID = "output"
 
 
 def output_findings(trial, runs: dict):
-    """Findings for runs (label -> {marker, output, produced}) whose invocation exited 0."""
+    """Findings for runs (label -> {marker, output, produced}) whose invocation exited 0.
+
+    Raises Undecided when no output holds any input's text: the command transforms its input (compresses,
+    encodes), so whose result each output is cannot be told, which is not evidence of clobbering.
+    """
     out = []
     markers = {facts["marker"]: label for label, facts in runs.items()}
+    produced = [(label, facts["produced"]) for label, facts in runs.items() if facts.get("produced")
+                and (inv := trial.invocation(label)) is not None and succeeded(inv)]
+    if produced and not any(marker in text for _, text in produced for marker in markers):
+        label, text = produced[0]
+        raise Undecided(f"no output holds any input's text, so whose result each is cannot be told (e.g. {label} "
+                        f"wrote {one_line(text, 60)!r} for an input holding {runs[label]['marker']!r})",
+                        "The output workload needs a command whose {output} contains its {input}'s text as it is.")
     for label, facts in runs.items():
         inv = trial.invocation(label)
         if inv is None or not succeeded(inv):
