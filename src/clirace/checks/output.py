@@ -1,6 +1,6 @@
 """Output: each parallel run's output holds its own input's content, never another run's."""
 from ..lockerror import succeeded
-from ._common import Undecided, one_line, finding, ok_count, verdict_over_rounds
+from ._common import Undecided, finding, ok_count, one_line, verdict_over_rounds
 
 ID = "output"
 
