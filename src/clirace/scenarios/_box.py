@@ -48,10 +48,14 @@ class Context:
         sandbox = Sandbox(root, self.spec.spec_dir)
         box = Box(self.spec, sandbox, trial, random.Random(f"{self.seed}/{trial.scenario}/{trial.name}/{trial.round}"))
         try:
-            box.setup()
+            try:
+                box.setup()
+            except TrialFailed as exc:
+                # A generator context manager must yield once: the body gets a box whose first command raises.
+                trial.error = box.unusable = str(exc)
             yield box
         except TrialFailed as exc:
-            trial.error = str(exc)
+            trial.error = trial.error or str(exc)
         except BaseException:  # Ctrl-C, SIGTERM, a bug: the trial is incomplete and must not be judged
             trial.error = trial.error or "interrupted before the trial finished"
             raise
@@ -78,6 +82,7 @@ class Box:
         env_changes.update({k: self.env[k] for k in spec.env})
         self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout)
         self._running: list[Running] = []
+        self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
 
     def token(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"
@@ -87,6 +92,8 @@ class Box:
 
     def argv(self, sub, prefix=(), **extra) -> list[str]:
         """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`."""
+        if self.unusable:
+            raise TrialFailed(self.unusable)
         values = {**self.sandbox.values(), **extra}
         return [*placeholders.expand_all(self.spec.command, values), *placeholders.expand_all(prefix, values),
                 *placeholders.expand_all(sub, values)]
@@ -117,7 +124,7 @@ class Box:
         for n, sub in enumerate(self.spec.setup if commands is None else commands):
             inv = self.run(f"setup-{n}", sub)
             if not inv.ok:
-                raise TrialFailed(f"setup command {' '.join(inv.argv)!r} failed ({inv.outcome()}; {inv.printed()})")
+                raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.outcome()}; {inv.printed()})")
 
     def end_all(self) -> None:
         for running in self._running:
