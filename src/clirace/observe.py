@@ -54,10 +54,20 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
-def kill_prefix(calls: str, when: int = 1) -> list[str]:
-    """strace arguments that SIGKILL the process at its `when`-th call of `calls`."""
-    return ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={calls}",
+def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null") -> list[str]:
+    """strace arguments that SIGKILL the process at its `when`-th call of `calls`. The `log` says which
+    process was killed (see `killed`): it may be a child of the invocation (a shell script's `mv`), whose
+    own exit status then reads 137, not a signal."""
+    return ["strace", "-f", "-qq", "-o", str(log), "-e", f"trace={calls}",
             "-e", f"inject={calls}:signal=SIGKILL:when={when}", "--"]
+
+
+def killed(log: Path) -> bool:
+    """Whether a `kill_prefix` run killed a process (any process of the invocation)."""
+    try:
+        return "+++ killed by SIGKILL +++" in Path(log).read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def trace_prefix(out_prefix: Path, calls: str) -> list[str]:

@@ -47,14 +47,15 @@ def run(ctx: Context) -> list[Trial]:
             path = Path(box.path(workload.config.path))
             _seed(box, workload)
             old = path.read_text()
-            wrap = observe.kill_prefix(point["call"], when=point["when"])
+            log = box.sandbox.root / "kill.log"
+            wrap = observe.kill_prefix(point["call"], when=point["when"], log=log)
             inv = box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                           i=0, n=1, session_id="s0")
             if inv.signal == 9:
                 inv.ended_by = f"sent by clirace (strace) at {point['name']}"
             trial.facts.update(point=point["name"], format=workload.config.format, key_path=workload.config.key,
                                old=old, after=_text(path), key="cliracekilled", value="after-kill",
-                               killed=inv.signal == 9)
+                               killed=inv.signal == 9 or observe.killed(log))
     return trials
 
 
@@ -80,8 +81,8 @@ def _kill_points(ctx, workload):
             seen[key] = seen.get(key, 0) + 1
             touched = [p for p in event["paths"] if Path(p).parent == path.parent]
             if touched:
-                if event["call"].startswith("rename"):
-                    name = f"the rename onto {Path(event['paths'][-1]).name}"
+                if event["call"].startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
+                    name = f"{event['call']} #{seen[key]} onto {Path(event['paths'][-1]).name}"
                 elif touched[0] == str(path):
                     name = f"{event['call']} #{seen[key]} to {path.name} itself"
                 else:  # a temp file's name is random; say what it is, not what it is called
