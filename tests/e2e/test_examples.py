@@ -62,3 +62,16 @@ def test_npm_config_gets_0_for_lost_keys_in_a_sectionless_ini():
     codes = {f["code"] for f in result["findings"]}
     assert result["score"] == 0 and "CR111" in codes, codes
     assert not codes & {"CR112", "CR113"}, codes
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_a_jq_one_liner_through_a_fixed_temp_file_gets_0_and_the_shared_path_is_named():
+    result = check_json(ROOT / "docs/examples/jq-script.clirace.yaml", "--seed", "3")
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert result["score"] == 0 and result["corruption"] is True, statuses
+    assert statuses["no-silent-corruption"] == "fail", statuses
+    if observe.available()[0]:
+        assert any("all 8 invocations wrote {sandbox}/home/settings.json.tmp" in f["evidence"]["observed"]
+                   for f in result["findings"]), [f["evidence"]["observed"] for f in result["findings"]]
