@@ -16,8 +16,11 @@ FILE_CALLS = "open,openat,openat2,creat,rename,renameat,renameat2,mkdir,mkdirat,
 WRITE_CALLS = "write,pwrite64,writev,pwritev,pwritev2"
 RENAME_CALLS = "rename,renameat,renameat2"
 
-_LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)")
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)(?:<(?P<ret_path>[^>]*)>)?")
+# A path argument, with the directory strace -y shows for the dirfd before it (AT_FDCWD</cwd>, 3</dir>): a
+# relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
+_STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
+_OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
 _FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate"}
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
@@ -97,9 +100,11 @@ def parse_line(line: str, cwd: str) -> dict | None:
     if call in _FD_CALLS:  # the strings they print are data, not paths
         paths = [fd_path.group(2)] if fd_path else []
     else:
-        paths = [_absolute(_unescape(s), cwd) for s in _STRING.findall(args)]
+        paths = [_absolute(_unescape(m["path"]), m["dir"] or cwd) for m in _STRING.finditer(args)]
+        if call in _OPEN_CALLS and match["ret_path"]:
+            paths = [match["ret_path"]]  # the file it really opened, absolute (strace -y on the returned fd)
     event = {"call": call, "paths": paths, "ok": ret != "?" and not ret.startswith("-"), "args": args[:300]}
-    if call in ("open", "openat", "openat2", "creat"):
+    if call in _OPEN_CALLS:
         flags = set(re.findall(r"\bO_[A-Z]+", args))
         event["flags"] = sorted(flags)
         event["writes"] = call == "creat" or bool(flags & {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})

@@ -1,0 +1,21 @@
+"""Reading strace lines: which file each call touched, also after the process changed its directory."""
+from clirace.observe import parse_line
+
+START = "/sandbox"  # where the invocation started (the launcher's cwd)
+
+
+def test_relative_paths_are_resolved_against_the_directory_strace_shows_not_the_start():
+    moved = parse_line('renameat2(AT_FDCWD</sandbox/home>, "counter.new", AT_FDCWD</sandbox/home>, "counter", '
+                       'RENAME_NOREPLACE) = 0', START)
+    assert moved["paths"] == ["/sandbox/home/counter.new", "/sandbox/home/counter"] and moved["ok"]
+    opened = parse_line('openat(AT_FDCWD</sandbox/home>, "c.json", O_WRONLY|O_CREAT|O_TRUNC, 0666) = '
+                        '3</sandbox/home/c.json>', START)
+    assert opened["paths"] == ["/sandbox/home/c.json"] and opened["writes"] and "O_TRUNC" in opened["flags"]
+
+
+def test_without_a_directory_a_relative_path_is_taken_from_the_start():
+    assert parse_line('rename("a.tmp", "a") = 0', START)["paths"] == ["/sandbox/a.tmp", "/sandbox/a"]
+    failed = parse_line('openat(AT_FDCWD</sandbox>, "nope", O_RDONLY) = -1 ENOENT (No such file or directory)', START)
+    assert failed["paths"] == ["/sandbox/nope"] and not failed["ok"]
+    written = parse_line('write(3</sandbox/home/c.json>, "{\\"k\\": 1}", 8) = 8', START)
+    assert written["paths"] == ["/sandbox/home/c.json"] and written["writes"]
