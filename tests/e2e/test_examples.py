@@ -75,3 +75,16 @@ def test_a_jq_one_liner_through_a_fixed_temp_file_gets_0_and_the_shared_path_is_
     if observe.available()[0]:
         assert any("all 8 invocations wrote {sandbox}/home/settings.json.tmp" in f["evidence"]["observed"]
                    for f in result["findings"]), [f["evidence"]["observed"] for f in result["findings"]]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) is not installed")
+def test_a_shell_counter_under_flock_gets_1_and_its_files_are_named_from_its_own_directory():
+    result = check_json(ROOT / "docs/examples/flock-counter.clirace.yaml", "--seed", "3")
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert result["score"] == 1, statuses
+    assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail", statuses
+    if observe.available()[0]:  # the script runs `cd ~` first: its files are in {sandbox}/home
+        assert "locks with flock on {sandbox}/home/.counter.lock" in result["observed"], result["observed"]
+        assert "replaces {sandbox}/home/counter by rename (atomic)" in result["observed"], result["observed"]
