@@ -96,7 +96,7 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
 
 
 def _refusals(trials, prefix) -> str:
-    """How many parallel invocations did not exit 0, with one of them: a pass on 3 increments out of 24 is
+    """How many parallel invocations were refused or failed, with one of them: a pass on 3 increments out of 24 is
     weaker evidence than a pass on 24, and says so."""
     if not prefix:
         return ""
@@ -105,7 +105,7 @@ def _refusals(trials, prefix) -> str:
     if not refused:
         return ""
     sample = refused[0]
-    return (f"; {len(refused)} of {len(runs)} invocations did not exit 0 (e.g. {sample.label}: "
+    return (f"; {len(refused)} of {len(runs)} invocations were refused or failed (e.g. {sample.label}: "
             f"{sample.outcome()}; {sample.printed(100)})")
 
 
