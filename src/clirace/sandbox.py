@@ -81,22 +81,32 @@ def end_marked(marker: str, name: str = MARKER, prefix: bool = False, within: fl
         match = lambda env: any(entry.startswith(needle) for entry in env.split(b"\0"))  # noqa: E731
     else:
         match = lambda env: needle in env.split(b"\0")  # noqa: E731
-    killed = []
+    return _kill_until_gone(lambda: [pid for pid in _pids() if match(_environ(pid))], within)
+
+
+def _kill_until_gone(find, within: float, reap: bool = False) -> list[int]:
+    """SIGKILL what `find()` lists (and, with `reap`, wait for those that are our children) until it lists
+    nothing, or `within` seconds pass; returns the pids killed."""
+    killed: list[int] = []
     deadline = time.monotonic() + within
     while True:
-        found = [pid for pid in _pids() if match(_environ(pid))]
+        found = find()
         if not found:
-            break
+            return killed
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
             except ProcessLookupError:
                 pass
+        for pid in found if reap else ():
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
         if time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    return killed
+            return killed
+        time.sleep(0.005)
 
 
 def end_run(workdir: Path | str) -> list[int]:
@@ -139,24 +149,7 @@ def end_adopted(within: float = 2.0) -> list[int]:
     if not _adopting:
         return []
     me = str(os.getpid())
-    ended: list[int] = []
-    deadline = time.monotonic() + within
-    while True:
-        children = [pid for pid in _pids() if _parent(pid) == me]
-        if not children or time.monotonic() > deadline:
-            return ended
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                ended.append(pid)
-            except ProcessLookupError:
-                pass
-        for pid in children:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-        time.sleep(0.005)
+    return _kill_until_gone(lambda: [pid for pid in _pids() if _parent(pid) == me], within, reap=True)
 
 
 def _parent(pid: int) -> str:
