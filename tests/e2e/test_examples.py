@@ -8,14 +8,19 @@ from clirace import observe
 from ..conftest import ROOT, check_json
 
 
+def check_example(name: str, timeout: float = 120):
+    """(JSON result, {criterion: status}) of `clirace check docs/examples/NAME.clirace.yaml --seed 3`."""
+    result = check_json(ROOT / "docs" / "examples" / f"{name}.clirace.yaml", "--seed", "3", timeout=timeout)
+    return result, {c["id"]: c["status"] for c in result["criteria"]}
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_config_gets_1_for_its_unstructured_lock_error():
     # git takes ~/.gitconfig.lock with O_EXCL and renames the new file into place: nothing is lost or torn,
     # but a second writer gets "error: could not lock config file ...: File exists" and exit 255.
-    result = check_json(ROOT / "docs/examples/git-config.clirace.yaml", "--seed", "3")
-    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    result, statuses = check_example("git-config")
     assert result["score"] == 1, statuses
     assert statuses["no-silent-corruption"] == "pass" and statuses["lock-excludes"] == "pass", statuses
     assert statuses["lock-error-structured"] == "fail", statuses
@@ -31,8 +36,7 @@ def test_git_config_gets_1_for_its_unstructured_lock_error():
 def test_pip_config_gets_0_for_lost_keys():
     # `pip config --user set` reads pip.conf at start-up and rewrites it in place at the end, with no lock:
     # parallel calls with distinct keys lose most of them.
-    result = check_json(ROOT / "docs/examples/pip-config.clirace.yaml", "--seed", "3", timeout=170)
-    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    result, statuses = check_example("pip-config", timeout=170)
     assert result["score"] == 0 and result["corruption"] is True, statuses
     assert statuses["no-silent-corruption"] == "fail" and statuses["lock-excludes"] == "not_tested", statuses
     lost = [f for f in result["findings"] if f["code"] == "CR111"]
@@ -43,8 +47,7 @@ def test_pip_config_gets_0_for_lost_keys():
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
 def test_sqlite3_gets_1_with_a_lock_that_is_always_released():
-    result = check_json(ROOT / "docs/examples/sqlite3.clirace.yaml", "--seed", "3")
-    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    result, statuses = check_example("sqlite3")
     assert result["score"] == 1, statuses
     assert statuses["no-silent-corruption"] == "pass" and statuses["lock-released-on-exit"] == "pass", statuses
     assert statuses["lock-error-structured"] == "fail" and statuses["lock-wait-timeout"] == "fail", statuses
@@ -58,7 +61,7 @@ def test_sqlite3_gets_1_with_a_lock_that_is_always_released():
 def test_npm_config_gets_0_for_lost_keys_in_a_sectionless_ini():
     # ~/.npmrc has no [section] and its keys hold a colon (@scope:registry): the keys that survive must be read
     # as present with their (wrapped) values, not as a torn file or stale values.
-    result = check_json(ROOT / "docs/examples/npm-config.clirace.yaml", "--seed", "3", timeout=170)
+    result, _statuses = check_example("npm-config", timeout=170)
     codes = {f["code"] for f in result["findings"]}
     assert result["score"] == 0 and "CR111" in codes, codes
     assert not codes & {"CR112", "CR113"}, codes
@@ -68,8 +71,7 @@ def test_npm_config_gets_0_for_lost_keys_in_a_sectionless_ini():
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
 def test_a_jq_one_liner_through_a_fixed_temp_file_gets_0_and_the_shared_path_is_named():
-    result = check_json(ROOT / "docs/examples/jq-script.clirace.yaml", "--seed", "3")
-    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    result, statuses = check_example("jq-script")
     assert result["score"] == 0 and result["corruption"] is True, statuses
     assert statuses["no-silent-corruption"] == "fail", statuses
     if observe.available()[0]:
@@ -81,8 +83,7 @@ def test_a_jq_one_liner_through_a_fixed_temp_file_gets_0_and_the_shared_path_is_
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) is not installed")
 def test_a_shell_counter_under_flock_gets_1_and_its_files_are_named_from_its_own_directory():
-    result = check_json(ROOT / "docs/examples/flock-counter.clirace.yaml", "--seed", "3")
-    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    result, statuses = check_example("flock-counter")
     assert result["score"] == 1, statuses
     assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail", statuses
     if observe.available()[0]:  # the script runs `cd ~` first: its files are in {sandbox}/home
