@@ -165,6 +165,9 @@ def test_a_key_may_hold_its_value_wrapped_but_not_another_runs():
     swapped = keys_trial('{"k0": "https://v1.example/", "k1": "https://v1.example/"}', [True, True])
     v = keys.check(history(swapped))
     assert [f.code for f in v.findings] == ["CR112"] and v.findings[0].args["key"] == "k0"
+    merged = keys_trial('{"k0": "v0v1", "k1": "v1"}', [True, True])  # two writes ran together into k0
+    v = keys.check(history(merged))
+    assert [f.code for f in v.findings] == ["CR112"] and v.findings[0].args["found"] == "v0v1"
 
 
 def test_outputs_that_hold_no_input_at_all_are_undecided_not_clobbered():

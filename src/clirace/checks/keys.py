@@ -37,11 +37,13 @@ def judge_one(trial):
         out.append(finding("CR111", trial, [label for label, _ in lost], f"{len(written)} keys present",
                            f"{len(written) - len(lost)} present", lost=len(lost), ok=len(written),
                            keys=", ".join(key for _, key in lost)))
+    values = [v for _, v in trial.facts["keys"].values()]
     for label, key, value in written:
-        # Contained, not equal: a spec may write the value wrapped (npm: "https://{value}.example/"); another
-        # run's value never contains this one's, which ends in a per-round token.
-        if found.get(key) is not None and value not in found[key]:
-            out.append(finding("CR112", trial, [label], value, found[key], key=key, found=found[key], wanted=value))
+        # Contained, not equal: a spec may write the value wrapped (npm: "https://{value}.example/"). But only
+        # its own value: one that also holds another run's (two writes run together) is not this writer's.
+        held = found.get(key)
+        if held is not None and (value not in held or any(v != value and v in held for v in values)):
+            out.append(finding("CR112", trial, [label], value, held, key=key, found=held, wanted=value))
     return out
 
 
