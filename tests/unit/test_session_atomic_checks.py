@@ -81,3 +81,9 @@ def test_atomic_ignores_the_trace_run_that_found_the_kill_points():
     discovery = trial("atomic-config", name="writer traced to find kill points")
     h = history(sampled(), discovery, killed('{"a": "1"}'))
     assert atomic_config.check(h).status == "pass"
+
+
+def test_atomic_new_content_may_hold_the_value_wrapped_as_the_spec_writes_it():
+    wrapped = killed('{"a": "1", "k": "https://v.example/"}', point="its first rename")
+    assert atomic_config.check(history(sampled(), wrapped)).status == "pass"
+    assert [f.code for f in atomic_config.check(history(sampled(), killed('{"a": "1", "k": "w"}'))).findings] == ["CR602"]
