@@ -53,6 +53,7 @@ class Workload:
     add: Argv | None = None
     claimed: str | None = None
     list: Argv | None = None
+    value: str | None = None  # counter: the regex that finds the counter in read's output
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             add=argv(w["add"], *at, "add") if "add" in w else None,
             claimed=w.get("claimed"),
             list=argv(w["list"], *at, "list") if "list" in w else None,
+            value=w.get("value"),
         ))
     lock = None
     if "lock" in data:

@@ -85,6 +85,7 @@ CASES = [
     ("timeout_nan.yaml", 4, "tool.timeout is not a number"),
     # lock and claim details
     ("claimed_invalid_regex.yaml", 8, "not a valid regular expression (missing )"),
+    ("counter_value_invalid_regex.yaml", 8, "workloads[0].value is not a valid regular expression (missing )"),
     ("lock_hold_two_ways.yaml", 8, "2 ways to keep the lock busy (command and take)"),
     # paths that leave the sandbox (accepted with --allow-outside-sandbox, see test_sandbox_cases_load_when_allowed)
     ("sandbox_cwd_root.yaml", 5, "which is the root directory, outside the sandbox"),

@@ -176,3 +176,18 @@ def test_outputs_that_hold_no_input_at_all_are_undecided_not_clobbered():
     assert "no output holds any input's text" in v.summary and "as it is" in v.hint
     # One output with another run's input is still clobbering, even if the other holds nothing readable.
     assert [f.code for f in output.check(history(output_trial(["H4sIAAAA", "m0 result"]))).findings] == ["CR131", "CR131"]
+
+
+def test_a_counter_read_through_its_value_pattern(tmp_path):
+    # 'v2 count: 5' read as "the first integer" is 2 before and after: 8 lost increments that never were.
+    from clirace.scenarios import workloads
+    from clirace.spec import Workload
+
+    class Box:  # the one call _read_int makes: run the read command
+        def run(self, label, argv):
+            return inv(label, stdout="tool v2 count: 5\n")
+
+    plain = Workload(kind="counter", name="c", run=("incr",), read=("get",))
+    assert workloads._read_int(Box(), plain, "read-after") == 2
+    patterned = Workload(kind="counter", name="c", run=("incr",), read=("get",), value=r"count: (\d+)")
+    assert workloads._read_int(Box(), patterned, "read-after") == 5
