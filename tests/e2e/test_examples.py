@@ -89,3 +89,14 @@ def test_a_shell_counter_under_flock_gets_1_and_its_files_are_named_from_its_own
     if observe.available()[0]:  # the script runs `cd ~` first: its files are in {sandbox}/home
         assert "locks with flock on {sandbox}/home/.counter.lock" in result["observed"], result["observed"]
         assert "replaces {sandbox}/home/counter by rename (atomic)" in result["observed"], result["observed"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_parallel_git_commits_lose_nothing_and_get_1_for_the_index_lock_message():
+    result, statuses = check_example("git-commit")
+    assert result["score"] == 1, statuses
+    assert statuses["no-silent-corruption"] == "pass" and statuses["lock-excludes"] == "pass", statuses
+    (unstructured,) = [f for f in result["findings"] if f["code"] == "CR202"]
+    assert "Unable to create '{sandbox}/home/repo/.git/index.lock': File exists" in unstructured["message"], unstructured
