@@ -100,3 +100,12 @@ def test_parallel_git_commits_lose_nothing_and_get_1_for_the_index_lock_message(
     assert statuses["no-silent-corruption"] == "pass" and statuses["lock-excludes"] == "pass", statuses
     (unstructured,) = [f for f in result["findings"] if f["code"] == "CR202"]
     assert "Unable to create '{sandbox}/home/repo/.git/index.lock': File exists" in unstructured["message"], unstructured
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_sed_in_place_is_atomic_but_loses_updates():
+    result, statuses = check_example("sed-inplace")
+    assert result["score"] == 0 and statuses["no-silent-corruption"] == "fail", statuses
+    assert "CR111" in {f["code"] for f in result["findings"]}
+    assert statuses["atomic-config-writes"] == ("pass" if observe.available()[0] else "not_tested"), statuses
