@@ -86,6 +86,8 @@ def test_a_shell_counter_under_flock_gets_1_and_its_files_are_named_from_its_own
     result, statuses = check_example("flock-counter")
     assert result["score"] == 1, statuses
     assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail", statuses
+    (waited,) = [f for f in result["findings"] if f["code"] == "CR402"]  # flock -w 1: waited, then exit 1, silent
+    assert "printed nothing" in waited["message"], waited
     if observe.available()[0]:  # the script runs `cd ~` first: its files are in {sandbox}/home
         assert "locks with flock on {sandbox}/home/.counter.lock" in result["observed"], result["observed"]
         assert "replaces {sandbox}/home/counter by rename (atomic)" in result["observed"], result["observed"]
