@@ -21,6 +21,8 @@ _LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)(?:<(
 # relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
 _STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
 _OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
+# An exclusively created temp file (tmpXXXX, tmp_obj_XXXX, x.tmp, x-temp-1) is not a lock file.
+_TEMP_NAME = re.compile(r"^tmp|[._-]te?mp(?:[._-]|$)", re.IGNORECASE)
 _FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate"}
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
@@ -165,7 +167,8 @@ def mechanisms(events: list[dict]) -> list[str]:
             found.append(f"flock on {path}")
         elif e.get("lock") and e["call"] == "fcntl":
             found.append(f"fcntl record lock on {path}")
-        elif "O_EXCL" in e.get("flags", []) and "O_CREAT" in e.get("flags", []) and path not in renamed:
+        elif ("O_EXCL" in e.get("flags", []) and "O_CREAT" in e.get("flags", []) and path not in renamed
+              and not _TEMP_NAME.search(os.path.basename(path))):  # git's objects/xx/tmp_obj_*: linked, not renamed
             found.append(f"lock file created with O_CREAT|O_EXCL: {path}")
         elif path.endswith(("-journal", "-wal")):
             found.append(f"sqlite ({os.path.basename(path)})")

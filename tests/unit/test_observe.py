@@ -19,3 +19,15 @@ def test_without_a_directory_a_relative_path_is_taken_from_the_start():
     assert failed["paths"] == ["/sandbox/nope"] and not failed["ok"]
     written = parse_line('write(3</sandbox/home/c.json>, "{\\"k\\": 1}", 8) = 8', START)
     assert written["paths"] == ["/sandbox/home/c.json"] and written["writes"]
+
+
+def test_an_exclusively_created_temp_file_is_not_reported_as_a_lock_file():
+    from clirace.observe import mechanisms
+    lock = parse_line('openat(AT_FDCWD</r>, "/r/.git/index.lock", O_RDWR|O_CREAT|O_EXCL|O_CLOEXEC, 0666) = '
+                      '3</r/.git/index.lock>', START)
+    temp = parse_line('openat(AT_FDCWD</r>, "/r/.git/objects/e5/tmp_obj_LOBZSA", O_RDWR|O_CREAT|O_EXCL, 0444) = '
+                      '4</r/.git/objects/e5/tmp_obj_LOBZSA>', START)
+    assert mechanisms([lock, temp]) == ["lock file created with O_CREAT|O_EXCL: /r/.git/index.lock"]
+    template = parse_line('openat(AT_FDCWD</r>, "/r/template.lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</r/template.lock>',
+                          START)
+    assert mechanisms([template]) == ["lock file created with O_CREAT|O_EXCL: /r/template.lock"]
