@@ -81,7 +81,7 @@ def end_marked(marker: str, name: str = MARKER, prefix: bool = False, within: fl
         match = lambda env: any(entry.startswith(needle) for entry in env.split(b"\0"))  # noqa: E731
     else:
         match = lambda env: needle in env.split(b"\0")  # noqa: E731
-    return _kill_until_gone(lambda: [pid for pid in _pids() if match(_environ(pid))], within)
+    return _kill_until_gone(lambda: [pid for pid in pids() if match(_environ(pid))], within)
 
 
 def _kill_until_gone(find, within: float, reap: bool = False) -> list[int]:
@@ -149,18 +149,21 @@ def end_adopted(within: float = 2.0) -> list[int]:
     if not _adopting:
         return []
     me = str(os.getpid())
-    return _kill_until_gone(lambda: [pid for pid in _pids() if _parent(pid) == me], within, reap=True)
+    return _kill_until_gone(lambda: [pid for pid in pids() if stat_fields(pid)[1:2] == [me]], within, reap=True)
 
 
-def _parent(pid: int) -> str:
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, session, ...; [] once it is gone.
+    (comm may hold spaces and parentheses, hence the split at the last ")".)"""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[1].decode()  # after "pid (comm) state"
+            return handle.read().rsplit(b")", 1)[1].decode(errors="replace").split()
     except (OSError, IndexError):
-        return ""
+        return []
 
 
-def _pids():
+def pids():
+    """Every process on the machine but this one."""
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != me:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pexpect
 
 from ..history import Invocation
+from ..sandbox import pids, stat_fields
 from ._box import Box, TrialFailed
 
 POLL = 0.005
@@ -324,15 +325,4 @@ def _wchan(pid: int) -> str:
 
 def _group(pid: int) -> list[int]:
     """Processes whose process group is `pid` (each invocation leads its own group)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pid:
-                out.append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
+    return [proc for proc in pids() if stat_fields(proc)[2:3] == [str(pid)]]
