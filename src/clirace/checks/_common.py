@@ -57,7 +57,7 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
     """
     if not trials:
         return Verdict(check_id, NOT_APPLICABLE, "no such workload in the spec")
-    findings, failed_rounds, errors, undecided = [], [], [], []
+    findings, failed_rounds, errors, judged = [], [], [], []
     hint = "Fix the spec or the tool so that the trial can run (see the error)."
     for trial in trials:
         if trial.error:
@@ -68,12 +68,11 @@ def verdict_over_rounds(check_id: str, trials, judge_one, describe_pass, tally=N
         except Undecided as exc:
             errors.append(exc.args[0])
             hint = exc.args[1]
-            undecided.append(trial)
             continue
+        judged.append(trial)
         if any(not f.advisory for f in mine):
             failed_rounds.append(trial)
         findings.extend(mine)
-    judged = [t for t in trials if not t.error and t not in undecided]
     amplified = [t for t in judged if t.facts.get("amplified")]
     rates = {"rounds": len(judged), "failed_rounds": len(failed_rounds), "amplified_rounds": len(amplified),
              "failed_amplified_rounds": sum(1 for t in failed_rounds if t.facts.get("amplified"))}

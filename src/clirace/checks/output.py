@@ -11,19 +11,17 @@ def output_findings(trial, runs: dict):
     Raises Undecided when no output holds any input's text: the command transforms its input (compresses,
     encodes), so whose result each output is cannot be told, which is not evidence of clobbering.
     """
-    out = []
     markers = {facts["marker"]: label for label, facts in runs.items()}
-    produced = [(label, facts["produced"]) for label, facts in runs.items() if facts.get("produced")
-                and (inv := trial.invocation(label)) is not None and succeeded(inv)]
-    if produced and not any(marker in text for _, text in produced for marker in markers):
-        label, text = produced[0]
+    succeeded_runs = [(label, facts) for label, facts in runs.items()
+                      if (inv := trial.invocation(label)) is not None and succeeded(inv)]
+    outputs = [(label, facts["produced"]) for label, facts in succeeded_runs if facts.get("produced")]
+    if outputs and not any(marker in text for _, text in outputs for marker in markers):
+        label, text = outputs[0]
         raise Undecided(f"no output holds any input's text, so whose result each is cannot be told (e.g. {label} "
                         f"wrote {one_line(text, 60)!r} for an input holding {runs[label]['marker']!r})",
                         "The output workload needs a command whose {output} contains its {input}'s text as it is.")
-    for label, facts in runs.items():
-        inv = trial.invocation(label)
-        if inv is None or not succeeded(inv):
-            continue
+    out = []
+    for label, facts in succeeded_runs:
         produced = facts.get("produced")
         if not produced:
             out.append(finding("CR132", trial, [label], "its own result", "nothing", label=label,

@@ -66,7 +66,7 @@ def _read_int(box, workload, label):
     inv = box.run(label, workload.read)
     found = re.search(workload.value, inv.stdout, re.MULTILINE) if workload.value else INTEGER.search(inv.stdout)
     text = (found.group(1) if found.groups() else found.group()) if found else ""
-    if not inv.ok or not re.fullmatch(r"\s*-?\d+\s*", text or "x"):
+    if not inv.ok or not re.fullmatch(r"\s*-?\d+\s*", text):
         what = f"a counter matching {workload.value!r}" if workload.value else "an integer"
         raise TrialFailed(f"the read command {inv.command()!r} did not print {what} ({inv.outcome()}; {inv.printed()})")
     return int(text)
