@@ -37,7 +37,6 @@ import clirace.launch as launch  # noqa: E402
 PARALLEL = 8
 K = 64
 NAP_MS = 20
-SH_SHIM = ("sh", "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
 
 # The sh shim's job in raw x86-64 syscalls: say ready, wait for EOF on stdin, stdin from /dev/null, execve.
 MINIMAL_SHIM_C = r"""
@@ -87,8 +86,8 @@ def skew_exec_stopped(probe: list[str], tmp: Path, nap: int, libc=None, timeline
     libc = libc or _libc()
     paths = [tmp / f"x{i}" for i in range(PARALLEL)]
     gate_r, gate_w = os.pipe()
-    procs = [subprocess.Popen(["sh", "-c", 'read _; exec </dev/null "$@"', "x", *probe, str(p), str(nap)],
-                              stdin=gate_r) for p in paths]
+    procs = [subprocess.Popen([*launch.BARRIER, *probe, str(p), str(nap)], stdin=gate_r, stdout=subprocess.DEVNULL)
+             for p in paths]
     os.close(gate_r)
     try:
         for proc in procs:
@@ -208,7 +207,7 @@ def launcher(reps: int) -> str:
         methods = [("xargs -P 8", xargs_run),
                    ("os.posix_spawn batches of 8, no barrier", posix_spawn_batches),
                    ("Popen batches of 8, no barrier", popen_batches),
-                   ("Popen batches of 8 behind the sh shim", lambda: popen_batches(SH_SHIM)),
+                   ("Popen batches of 8 behind the sh shim", lambda: popen_batches(launch.BARRIER)),
                    ("Launcher.run_together (as shipped: sh shim)", launcher_batches)]
         if shim:
             methods[4:4] = [("Popen batches of 8 behind the minimal static shim", lambda: popen_batches((shim,)))]

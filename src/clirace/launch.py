@@ -30,6 +30,8 @@ GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
 DRAIN_MOMENT = 0.2  # at least this long for the pipes to close after the process exits
 INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: finds what it started
+# The start barrier (see the module docstring): say ready, wait for EOF on stdin, then exec the target.
+BARRIER = ("sh", "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
 _ids = itertools.count(1)
 
 
@@ -290,11 +292,10 @@ class Launcher:
         jobs: (label, argv, extra env) or (label, argv, extra env, wrap), wrap being e.g. an strace prefix.
         """
         gate_r, gate_w = os.pipe()
-        shim = 'printf .; read _; exec </dev/null "$@"'
         runnings = []
         try:
             for label, argv, extra_env, *wrap in jobs:
-                runnings.append(self._popen(label, argv, extra_env, prefix=("sh", "-c", shim, "clirace-barrier"),
+                runnings.append(self._popen(label, argv, extra_env, prefix=BARRIER,
                                             stdin=gate_r, wrap=wrap[0] if wrap else ()))
             deadline = time.monotonic() + 30
             for running in runnings:
