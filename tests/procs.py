@@ -138,6 +138,17 @@ def _marker(pid: int) -> str | None:
     return None
 
 
+def with_cmdline(fragment: str) -> dict[int, str]:
+    """Live processes whose command line contains `fragment` (for those that shed the marker: they have no
+    environment to read): pid -> command line."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        cmdline = _cmdline(int(entry))
+        if fragment in cmdline:
+            found[int(entry)] = cmdline
+    return found
+
+
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:

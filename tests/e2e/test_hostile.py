@@ -16,6 +16,7 @@ import time
 import pytest
 
 from ..conftest import FIXTURES, ROOT
+from ..procs import with_cmdline
 
 
 HOSTILE = FIXTURES / "hostile"
@@ -193,16 +194,7 @@ def test_processes_end_when_a_scenario_raises(cut_short, no_leftovers, monkeypat
 def envclear_daemons(under) -> dict[int, str]:
     """Live processes left by fixtures/hostile/envclear.py for sandboxes under `under`, found by their command
     line (they have no environment for the marker oracle of tests/procs.py to read)."""
-    found = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if f"clirace-hostile-envclear {under}" in cmdline:
-            found[int(entry)] = cmdline
-    return found
+    return with_cmdline(f"clirace-hostile-envclear {under}")
 
 
 @pytest.mark.e2e
