@@ -17,7 +17,7 @@ from pathlib import Path
 from . import placeholders
 from ._yaml import Located
 from .errors import SpecError
-from .sandbox import _LAYOUT
+from .placeholders import LAYOUT as _LAYOUT
 
 TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "a whole number",
               "number": "a number", "boolean": "true or false", "null": "nothing"}

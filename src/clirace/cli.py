@@ -46,16 +46,20 @@ def check(
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help="Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path)."),
 ):
     """Check a tool described by SPEC and print its §15 score with the evidence."""
-    from .checks import REGISTRY
+    from . import registry
     from .pipeline import Options, judge, run
     from .sandbox import adopt_orphans
     from .spec import load_spec
 
+    checks = []
     for name in only or ():
-        if name not in REGISTRY:
-            raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(REGISTRY)}.")
+        resolved = registry.resolve(name)
+        if resolved is None:
+            raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(registry.EXPERIMENTS)}.")
+        checks.append(resolved)
     spec_obj = load_spec(spec, allow_outside_sandbox=allow_outside_sandbox)
-    opts = Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only or ()), keep=keep, strace=not no_strace)
+    opts = Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(checks), keep=keep, strace=not no_strace,
+                   allow_outside_sandbox=allow_outside_sandbox)
     seen = {}
 
     def on_signal(signum, frame):
@@ -81,11 +85,11 @@ def check(
             progress.stop()
             code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
             if "h" in seen:
-                partial = judge(seen["h"], only=opts.only)
+                partial = judge(seen["h"])
                 partial.interrupted = True
                 partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
                 _emit(partial, format, output, history)
-            kept = seen["h"].environment.get("kept") if keep and "h" in seen else None
+            kept = seen["h"].kept if keep and "h" in seen else None
             how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
             print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
                   "sandboxes removed."), file=sys.stderr)
@@ -123,18 +127,20 @@ def schema():
 
 @app.command()
 def checks():
-    """List the checks and the rules (finding codes) they report."""
-    from .checks import REGISTRY
+    """List the criteria, the checks that decide them, the experiment each runs, and the codes each emits."""
+    from .registry import EXPERIMENTS
     from .rubric import load_section, rules
 
     section = load_section("s15")
     for level in section["levels"]:
         for c in level.get("criteria", []):
-            print(f"level {level['score']}  {c['id']}: {c['text']}  [checks: {', '.join(c['checks'])}]")
+            print(f"level {level['score']}  {c['id']}: {c['text']}")
+            for check_id in c["checks"]:
+                exp = EXPERIMENTS[check_id]
+                print(f"    check {check_id} (experiment: {exp.scenario}) emits {', '.join(exp.codes)}")
     print()
     for code, rule in rules().items():
-        print(f"{code}  {rule['name']:32} {rule['severity']:10} {rule['fix']}")
-    assert set(REGISTRY)  # imported so that a broken check module shows here, not mid-run
+        print(f"{code}  {rule['name']:32} {rule['severity']:10} {rule['check']}")
 
 
 def _emit(result, format: Format, output: Optional[Path], history: Optional[Path]) -> None:

@@ -8,16 +8,33 @@ severity, message template and fix; codes are never renumbered or reused.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
 
-from .rubric import rule
+from .catalogue import rule
 
-PASS, FAIL, NOT_TESTED, UNKNOWN, NOT_APPLICABLE = "pass", "fail", "not_tested", "unknown", "not_applicable"
+
+class Status(str, Enum):
+    """A verdict's or a criterion's status. A str, so that JSON and comparisons with "pass" keep working."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_TESTED = "not_tested"
+    UNKNOWN = "unknown"  # the experiment ran but could not decide
+    NOT_APPLICABLE = "not_applicable"  # the spec has nothing this check judges (e.g. no counter workload)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PASS, FAIL, NOT_TESTED, UNKNOWN, NOT_APPLICABLE = (Status.PASS, Status.FAIL, Status.NOT_TESTED, Status.UNKNOWN,
+                                                    Status.NOT_APPLICABLE)
 
 
 @dataclass
 class Evidence:
     trial: str = ""
-    invocations: list[dict] = field(default_factory=list)  # label, command, outcome, printed
+    invocations: list[dict[str, str]] = field(default_factory=list)  # label, command, outcome, printed
     expected: str = ""
     found: str = ""
     observed: str = ""  # what a trace showed the invocations doing to files, when one was taken
@@ -27,28 +44,30 @@ class Evidence:
 @dataclass
 class Finding:
     code: str
-    args: dict = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=Evidence)
 
     @property
-    def rule(self) -> dict:
+    def rule(self) -> dict[str, Any]:
         return rule(self.code)
 
     @property
     def severity(self) -> str:
-        return self.rule["severity"]
+        severity: str = self.rule["severity"]
+        return severity
 
     @property
     def advisory(self) -> bool:
         return self.severity in ("advisory", "info")
 
     def message(self) -> str:
+        template: str = self.rule["message"]
         try:
-            return self.rule["message"].format(**self.args)
+            return template.format(**self.args)
         except (KeyError, IndexError) as exc:  # a template/argument mismatch must not hide the finding
-            return f"{self.rule['message']} (arguments {self.args}; missing {exc})"
+            return f"{template} (arguments {self.args}; missing {exc})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "name": self.rule["name"], "severity": self.severity, "message": self.message(),
                 "args": self.args, "evidence": asdict(self.evidence), "fix": self.rule.get("fix", "")}
 
@@ -56,14 +75,14 @@ class Finding:
 @dataclass
 class Verdict:
     check: str
-    status: str
+    status: Status
     summary: str
     findings: list[Finding] = field(default_factory=list)
     hint: str = ""
-    rates: dict = field(default_factory=dict)
+    rates: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        return {"check": self.check, "status": self.status, "summary": self.summary, "hint": self.hint,
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint,
                 "rates": self.rates, "findings": [f.to_dict() for f in self.findings]}
 
 
@@ -73,3 +92,7 @@ def not_tested(check: str, why: str, hint: str = "") -> Verdict:
 
 def not_applicable(check: str, why: str) -> Verdict:
     return Verdict(check, NOT_APPLICABLE, why)
+
+
+def unknown(check: str, why: str, hint: str = "", findings: list[Finding] | None = None) -> Verdict:
+    return Verdict(check, UNKNOWN, why, findings or [], hint=hint)

@@ -1,32 +1,44 @@
-"""Stage 4, history: what happened, as plain data that can be saved and judged again without re-running.
+"""Stage 4, history: the contract between launching and judging. Raw observations only, typed and versioned.
 
-A trial is one experiment in one fresh sandbox: the invocations it started (argv, env changes, times, exit
-code or signal, capped output) and the facts it observed (files read back, samples, traces). Checks read
-only this; a history saved with `--history FILE` is re-judged by `clirace judge FILE`.
+A trial is one experiment in one fresh sandbox. Its record holds what clirace did and saw, never what it
+concluded: the invocations (argv, times, exit code or signal, capped output, and so a three-valued
+outcome), timestamped events (lock held, released, signal sent, kill injected), file operations traced by
+strace, config texts read back and samples taken. Each scenario has its own record type (below); the JSON
+tags each trial with its `kind` and the file with its version, and `History.load` refuses what it cannot
+read with the JSON path of the problem. Every judgement lives in checks/, so a history saved today is
+judged by tomorrow's checks (`clirace judge`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
 import signal as _signal
-from dataclasses import asdict, dataclass, field
+import types
+import typing
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
+from typing import Any, ClassVar, TypeVar, Union
 
 from .errors import HistoryError
+from .vocab import ConfigFormat, EventKind, HoldMode, Outcome, Way
 
-FORMAT = "clirace-history/1"
+FORMAT = "clirace-history"
+VERSION = 2
 OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
+MAX_BYTES = 512 * 1024 * 1024  # a history larger than this is not one clirace wrote
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Invocation:
     label: str
-    argv: list[str]
+    argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = ""
-    started: float = 0.0
+    started: float = 0.0  # seconds since the trial's start
     ended: float = 0.0
     exit_code: int | None = None
     signal: int | None = None
@@ -41,13 +53,22 @@ class Invocation:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.outcome is Outcome.OK
+
+    @property
+    def outcome(self) -> Outcome:
+        """ok (exit 0), fail (another exit status) or unknown (timed out, or ended by a signal: it may or may
+        not have done its work)."""
+        if self.timed_out or self.signal is not None or self.exit_code is None:
+            return Outcome.UNKNOWN
+        return Outcome.OK if self.exit_code == 0 else Outcome.FAIL
 
     @property
     def duration(self) -> float:
         return self.ended - self.started
 
-    def outcome(self) -> str:
+    def ending(self) -> str:
+        """How it ended, in words: "exit 1", "killed at its deadline after 10.0s", "killed by SIGTERM"."""
         if self.timed_out:
             return f"killed at its deadline after {self.duration:.1f}s"
         if self.signal:
@@ -56,6 +77,8 @@ class Invocation:
             except ValueError:
                 name = f"signal {self.signal}"
             return f"killed by {name}" + (f", {self.ended_by}" if self.ended_by else "")
+        if self.exit_code is None:
+            return "never ended"
         return f"exit {self.exit_code}"
 
     def command(self) -> str:
@@ -78,15 +101,38 @@ class Invocation:
         return "; ".join(parts) or "printed nothing"
 
 
-@dataclass
+@dataclass(frozen=True)
+class Event:
+    at: float  # seconds since the trial's start, on the invocations' clock
+    kind: EventKind
+    label: str = ""  # the invocation it concerns
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FileOp:
+    """One traced system call on a file, as strace printed it (paths absolute, fds resolved to paths)."""
+    pid: int
+    call: str
+    paths: tuple[str, ...]
+    ok: bool
+    flags: tuple[str, ...] = ()  # O_* flags of an open
+    writes: bool = False  # it opened for writing, or wrote
+    lock: bool = False  # a flock or fcntl call that takes a lock
+    args: str = ""
+
+
+@dataclass(frozen=True)
 class Trial:
-    """One experiment's record. `facts` holds what the scenario observed; `error` an indeterminate outcome."""
-    scenario: str
-    name: str
+    """What every record has. `error` says why the experiment could not decide (setup failed, a holder never
+    became ready, clirace was interrupted or failed): such a trial is judged unknown, never passed."""
+    KIND: ClassVar[str] = ""
+    name: str = ""
     round: int = 0
-    invocations: list[Invocation] = field(default_factory=list)
-    facts: dict = field(default_factory=dict)
+    invocations: tuple[Invocation, ...] = ()
+    events: tuple[Event, ...] = ()
     error: str | None = None
+    sandbox: str = ""
 
     def invocation(self, label: str) -> Invocation | None:
         return next((i for i in self.invocations if i.label == label), None)
@@ -94,37 +140,372 @@ class Trial:
     def labelled(self, prefix: str) -> list[Invocation]:
         return [i for i in self.invocations if i.label.startswith(prefix)]
 
+    def event(self, kind: EventKind, label: str | None = None) -> Event | None:
+        return next((e for e in self.events if e.kind is kind and (label is None or e.label == label)), None)
+
+
+Traces = dict[str, tuple[FileOp, ...]]  # invocation label -> the file operations strace saw it make
+
+
+@dataclass(frozen=True)
+class WorkloadRound(Trial):
+    """One parallel round of a workload: `parallel` invocations released together from a barrier."""
+    workload: str = ""  # the workload's name in the spec
+    amplified: bool = False  # run under strace, writes and renames delayed by delays_ms
+    delays_ms: dict[str, int] = field(default_factory=dict)
+    traces: Traces = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CounterRound(WorkloadRound):
+    """inc-N increment; read-before (unless the spec gives `start`) and read-after print the counter."""
+    KIND: ClassVar[str] = "counter"
+    start: int | None = None  # the spec's `start`, when it gives one instead of a read before the round
+    pattern: str | None = None  # the spec's `value` regex: group 1 is the counter in read's output
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    path: str
+    format: ConfigFormat
+    key: str  # the spec's key template ("{key}", "section.{key}")
+    text: str | None  # the file's content after the round; None when it did not exist or was not a file
+    why_none: str = ""  # when text is None: "missing", "a FIFO", ...
+
+
+@dataclass(frozen=True)
+class KeysRound(WorkloadRound):
+    """set-N writes its own key; get-N (with a `read` command) reads it back, or `config` is the file after."""
+    KIND: ClassVar[str] = "keys"
+    keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # set-N -> (key, value)
+    config: ConfigSnapshot | None = None
+
+
+@dataclass(frozen=True)
+class ClaimRound(WorkloadRound):
+    """add-N queued items; claim-N claimed in parallel; list-after (when the spec has `list`) shows the rest."""
+    KIND: ClassVar[str] = "claim"
+    items: tuple[str, ...] = ()
+    pattern: str | None = None  # the spec's `claimed` regex
+
+
+@dataclass(frozen=True)
+class OutputRun:
+    marker: str  # the unique text in its input file
+    output: str  # the output path it was given
+    session_id: str = ""
+    produced: str | None = None  # the output file's content afterwards (capped); None when absent
+
+
+@dataclass(frozen=True)
+class OutputRound(WorkloadRound):
+    """out-N each turned its own input into its own output."""
+    KIND: ClassVar[str] = "output"
+    runs: dict[str, OutputRun] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LockConflict(Trial):
+    """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state,
+    stopped, released); contender runs while it is held; retry-N obey a LOCK_HELD hint once the holder ended."""
+    KIND: ClassVar[str] = "lock-conflict"
+    hold: HoldMode = HoldMode.COMMAND
+    prompt: float = 5.0  # how long the contender was watched while the lock was held
+    retry_wait_ms: int = 0  # how long clirace waited before each retry-N, obeying the hint (capped)
+
+
+@dataclass(frozen=True)
+class LockRelease(Trial):
+    """holder takes the lock and ends `way`; next runs the contender afterwards."""
+    KIND: ClassVar[str] = "lock-release"
+    way: Way = Way.NORMAL
+    hold: HoldMode = HoldMode.COMMAND
+    signal_wait: float = 5.0  # how long a signalled holder was given to exit
+
+
+@dataclass(frozen=True)
+class LockWait(Trial):
+    """alone: the contender with the wait option and the lock free; contender: the same while it is held."""
+    KIND: ClassVar[str] = "lock-wait"
+    hold: HoldMode = HoldMode.COMMAND
+    option: str = ""
+    wait_ms: int = 0
+    margin_ms: int = 0  # before adding how long `alone` took
+    limit_s: float = 0.0  # the contender's own deadline
+
+
+@dataclass(frozen=True)
+class SessionRun(Trial):
+    """run-N in parallel, with distinct session ids or without any, traced when strace could."""
+    KIND: ClassVar[str] = "session"
+    with_ids: bool = False
+    runs: dict[str, OutputRun] = field(default_factory=dict)
+    temp_dirs: tuple[str, ...] = ()
+    traced: bool = False
+    traces: Traces = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sample:
+    text: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ConfigSampled(Trial):
+    """The config file read again and again while set-N wrote in parallel; each distinct content kept once."""
+    KIND: ClassVar[str] = "config-sampled"
+    format: ConfigFormat = ConfigFormat.JSON
+    samples: int = 0
+    missing: int = 0  # samples that found no file
+    distinct: tuple[Sample, ...] = ()
+    dropped: int = 0  # distinct contents beyond the cap, not kept
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    call: str  # the system call strace kills the writer at
+    when: int  # its number among the writer's calls of that name on the config's directory
+    name: str  # for people: "write #2 to config.json itself"
+
+
+@dataclass(frozen=True)
+class KillPointsFound(Trial):
+    """One traced run of the config writer, and the kill points chosen from its trace."""
+    KIND: ClassVar[str] = "kill-points"
+    points: tuple[KillPoint, ...] = ()
+    traces: Traces = field(default_factory=dict)
+    config_dir: str = ""
+
+
+@dataclass(frozen=True)
+class WriterKilled(Trial):
+    """killed-writer, SIGKILLed by strace at `point`; the config before and after."""
+    KIND: ClassVar[str] = "writer-killed"
+    point: KillPoint | None = None
+    format: ConfigFormat = ConfigFormat.JSON
+    key_path: str = "{key}"
+    key: str = ""
+    value: str = ""
+    old: str = ""
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class NotRun(Trial):
+    """An experiment that did not run, and why (the spec gives no way, --only, strace off): never a pass."""
+    KIND: ClassVar[str] = "not-run"
+    experiment: str = ""
+    why: str = ""
+    hint: str = ""
+
+
+RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (
+    CounterRound, KeysRound, ClaimRound, OutputRound, LockConflict, LockRelease, LockWait, SessionRun,
+    ConfigSampled, KillPointsFound, WriterKilled, NotRun)}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What shaped the run, so that `replay` reproduces it exactly."""
+    seed: int
+    rounds: int | None = None
+    parallel: int | None = None
+    only: tuple[str, ...] = ()
+    strace: bool = True  # False: --no-strace
+    allow_outside_sandbox: bool = False
+
+
+@dataclass(frozen=True)
+class Environment:
+    strace: bool  # strace was used
+    strace_note: str = ""  # why not, when it was not
+    clirace_version: str = ""
+    rounds: int = 0  # what the run used, after the spec's and the options' say
+    parallel: int = 0
+
+
+T = TypeVar("T", bound=Trial)
+
 
 @dataclass
 class History:
     spec_path: str
-    seed: int
-    environment: dict = field(default_factory=dict)
+    options: RunOptions
+    environment: Environment
     trials: list[Trial] = field(default_factory=list)
-    spec: dict = field(default_factory=dict)
+    kept: str | None = None  # where the sandboxes were kept (--keep)
 
-    def of(self, scenario: str) -> list[Trial]:
-        return [t for t in self.trials if t.scenario == scenario]
+    def of(self, kind: type[T]) -> list[T]:
+        return [t for t in self.trials if type(t) is kind]
 
-    def save(self, path: Path) -> None:
-        data = {"format": FORMAT, **asdict(self)}
-        Path(path).write_text(json.dumps(data, indent=1))
+    def not_run(self, experiment: str) -> NotRun | None:
+        return next((t for t in self.of(NotRun) if t.experiment == experiment), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
+                "options": _encode(self.options), "environment": _encode(self.environment),
+                "kept": self.kept, "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
+
+    def save(self, path: Path | str) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
     @classmethod
-    def load(cls, path: Path) -> "History":
+    def load(cls, path: Path | str) -> History:
         try:
-            data = json.loads(Path(path).read_text())
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
         except FileNotFoundError:
             raise HistoryError("history file not found.", where=str(path)) from None
-        except (OSError, ValueError) as exc:
-            raise HistoryError(f"cannot read the history: {exc}.", where=str(path)) from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise HistoryError(f"not a {FORMAT} file.", where=str(path),
-                               hint="Save one with `clirace check SPEC --history FILE`.")
+        except OSError as exc:
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        if len(raw) > MAX_BYTES:
+            raise HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB; not a history clirace wrote.",
+                               where=str(path))
         try:
-            trials = [Trial(**{**t, "invocations": [Invocation(**i) for i in t["invocations"]]})
-                      for t in data["trials"]]
-            return cls(spec_path=data["spec_path"], seed=data["seed"], environment=data.get("environment", {}),
-                       trials=trials, spec=data.get("spec", {}))
-        except (KeyError, TypeError) as exc:
-            raise HistoryError(f"the history is incomplete or from another version ({exc}).", where=str(path)) from None
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise HistoryError(f"not JSON ({str(exc)[:120]}).", where=str(path)) from None
+        return cls.from_json(data, str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "history") -> History:
+        if not isinstance(data, dict) or data.get("format") not in (FORMAT, f"{FORMAT}/1"):
+            raise HistoryError(f"not a {FORMAT} file.", where=where,
+                               hint="Save one with `clirace check SPEC --history FILE`.")
+        version = data.get("version", 1)
+        if version != VERSION:
+            raise HistoryError(
+                f"this history is version {version!r}; this clirace ({_version()}) reads version {VERSION} only.",
+                where=where, hint="Run the check again with this clirace to get a history it can judge "
+                                  "(`clirace check SPEC --history FILE`).")
+        try:
+            trials = []
+            for n, item in enumerate(_expect(data, "trials", list, "$")):
+                at = f"$.trials[{n}]"
+                if not isinstance(item, dict):
+                    raise _Bad(at, "an object", item)
+                kind = item.get("kind")
+                if kind not in RECORDS:
+                    raise _Bad(f"{at}.kind", f"one of {', '.join(RECORDS)}", kind)
+                trials.append(_decode(RECORDS[kind], {k: v for k, v in item.items() if k != "kind"}, at))
+            return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
+                       options=_decode(RunOptions, data.get("options"), "$.options"),
+                       environment=_decode(Environment, data.get("environment"), "$.environment"),
+                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"))
+        except _Bad as bad:
+            raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
+                               hint="The file was changed by hand or is damaged; save a new one with "
+                                    "`clirace check SPEC --history FILE`.") from None
+        except RecursionError:
+            raise HistoryError("the history is nested too deeply to be one clirace wrote.", where=where) from None
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+# --- JSON encoding and a typed, validating decoder -----------------------------------------------------------
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    return value
+
+
+class _Bad(Exception):
+    def __init__(self, at: str, expected: str, found: Any):
+        super().__init__(at)
+        self.at, self.expected, self.found = at, expected, found
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, _Missing) else "missing"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Missing:
+    pass
+
+
+def _expect(data: dict[str, Any], key: str, kind: type, at: str) -> Any:
+    value = data.get(key, _Missing())
+    if not isinstance(value, kind):
+        raise _Bad(f"{at}.{key}", kind.__name__, value)
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _decode(tp: Any, value: Any, at: str) -> Any:
+    """`value` from JSON as type `tp`, checked all the way down; _Bad(at, expected, found) where it is not."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        inner = [o for o in options if o is not type(None)]
+        return _decode(inner[0], value, at)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, dict):
+            raise _Bad(at, f"an object ({tp.__name__})", value)
+        hints = _hints(tp)
+        fields = {f.name: f for f in dataclasses.fields(tp) if f.init}
+        unknown = set(value) - set(fields)
+        if unknown:
+            raise _Bad(f"{at}.{sorted(unknown)[0]}", f"one of the fields of {tp.__name__}", value[sorted(unknown)[0]])
+        kwargs = {}
+        for name, f in fields.items():
+            if name in value:
+                kwargs[name] = _decode(hints[name], value[name], f"{at}.{name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise _Bad(f"{at}.{name}", "a value", _Missing())
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise _Bad(at, f"one of {', '.join(str(m.value) for m in tp)}", value) from None
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise _Bad(at, "a list", value)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{at}[{n}]") for n, v in enumerate(value))
+        if len(value) != len(args):
+            raise _Bad(at, f"a list of {len(args)}", value)
+        return tuple(_decode(a, v, f"{at}[{n}]") for n, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        key_type, value_type = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise _Bad(at, "an object", value)
+        return {k: _decode(value_type, v, f"{at}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Bad(at, "a number", value)
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Bad(at, "an integer", value)
+        return value
+    if tp in (str, bool):
+        if not isinstance(value, tp):
+            raise _Bad(at, "a string" if tp is str else "true or false", value)
+        return value
+    raise _Bad(at, f"a {tp}", value)  # a type this decoder was not taught: a bug, shown as data

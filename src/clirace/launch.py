@@ -55,6 +55,7 @@ class Running:
     _out: list = field(default_factory=lambda: [bytearray(), [0]])
     _err: list = field(default_factory=lambda: [bytearray(), [0]])
     _open_streams: int = 2
+    terminal: int | None = None  # the pty's master side, when it runs on a pseudo-terminal
     _closed: threading.Event = field(default_factory=threading.Event)
     _ready: threading.Event = field(default_factory=threading.Event)  # its barrier shim printed its ready byte
 
@@ -120,6 +121,18 @@ class Running:
         """Wait until stdout and stderr are closed (every writer gone) or `until`; True if they are."""
         return self._closed.wait(max(0.0, until - time.monotonic()))
 
+    def printed(self) -> str:
+        """What it has printed so far on stdout (on a terminal: everything it printed)."""
+        return _text(self._out[0])
+
+    def printed_on(self, stream: str) -> str:
+        return _text((self._err if stream == "stderr" and self.terminal is None else self._out)[0])
+
+    def type_interrupt(self) -> None:
+        """Ctrl-C on its terminal: the line discipline sends SIGINT to its foreground process group."""
+        if self.terminal is not None:
+            os.write(self.terminal, b"\x03")
+
     def finish(self) -> Invocation:
         self.enforce_deadline()
         self.signal_group(signal.SIGKILL)
@@ -132,9 +145,12 @@ class Running:
             end_marked(self.marker, name=INVOCATION_MARKER)
             self._drained(time.monotonic() + DRAIN_AFTER_KILL)
         ended = time.monotonic()
+        if self.terminal is not None and self._closed.is_set():
+            os.close(self.terminal)
+            self.terminal = None
         code = self.proc.returncode
         return Invocation(
-            label=self.label, argv=self.argv, env=self.env_changes, cwd=self.cwd,
+            label=self.label, argv=tuple(self.argv), env=dict(self.env_changes), cwd=self.cwd,
             started=round(self.started - self.clock0, 6), ended=round(ended - self.clock0, 6),
             exit_code=code if code is not None and code >= 0 else None,
             signal=-code if code is not None and code < 0 else None,
@@ -204,8 +220,13 @@ class _Pump:
 
     def add(self, running: "Running") -> None:
         with self.lock:
-            self.pending += [(running.proc.stdout, running._out, running, running.parked),
-                             (running.proc.stderr, running._err, running, False)]
+            if running.terminal is not None:  # a pty: one stream, stdout and stderr merged
+                self.pending += [(os.fdopen(running.terminal, "rb", buffering=0, closefd=False), running._out,
+                                  running, False)]
+                running._open_streams = 1
+            else:
+                self.pending += [(running.proc.stdout, running._out, running, running.parked),
+                                 (running.proc.stderr, running._err, running, False)]
         os.write(self.wake_w, b"\0")
 
     def _loop(self) -> None:
@@ -258,26 +279,37 @@ class Launcher:
         self.clock0 = time.monotonic()
         _no_core_dumps()
 
-    def _popen(self, label, argv, extra_env, prefix=(), stdin=subprocess.DEVNULL, wrap=()) -> Running:
+    def _popen(self, label, argv, extra_env, prefix=(), stdin=subprocess.DEVNULL, wrap=(), pty=False) -> Running:
         marker = f"{os.getpid()}:{next(_ids)}"
         env = {**self.env, **(extra_env or {}), INVOCATION_MARKER: marker}
         parked = bool(prefix)
+        terminal = None
+        streams = dict(stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if pty:
+            terminal, streams, preexec = _open_terminal()
         try:
-            proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, stdin=stdin,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, start_new_session=True,
+                                    preexec_fn=preexec if pty else None, **streams)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
                 raise
             proc, parked = _cannot_start([*wrap, *argv], exc, env), False
+            if terminal is not None:
+                os.close(terminal)
+                terminal = None
+        finally:
+            if pty:
+                os.close(streams["stdin"])  # the child has the terminal's other side now
         running = Running(label, list(argv), {**self.env_changes, **(extra_env or {})}, self.cwd, proc, self.clock0,
-                          marker=marker, parked=parked)
-        running.wrapper = describe_wrapper(wrap)
+                          marker=marker, parked=parked, terminal=terminal)
+        running.wrapper = describe_wrapper(wrap) or ("on a pseudo-terminal (stdout and stderr merged)" if pty else "")
         _Pump.shared().add(running)
         return running
 
     def start(self, label: str, argv: list[str], extra_env: dict | None = None, timeout: float | None = None,
-              stdin=subprocess.DEVNULL, wrap=()) -> Running:
-        running = self._popen(label, argv, extra_env, stdin=stdin, wrap=wrap)
+              stdin=subprocess.DEVNULL, wrap=(), pty: bool = False) -> Running:
+        """Start one invocation now; with `pty`, on a pseudo-terminal of its own (for a real Ctrl-C)."""
+        running = self._popen(label, argv, extra_env, stdin=stdin, wrap=wrap, pty=pty)
         running.started = time.monotonic()
         running.deadline = running.started + (timeout or self.timeout)
         return running
@@ -330,6 +362,27 @@ def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subproc
     return subprocess.Popen(["sh", "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+
+
+def _open_terminal():
+    """A new pseudo-terminal for one invocation: (master fd, Popen stream arguments, preexec function).
+
+    The child is a session leader (start_new_session) and makes the terminal its controlling one, so Ctrl-C
+    typed on it reaches its foreground process group as a real terminal would send it. Echo is off, so
+    what clirace types does not show up as the target's output."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ECHO
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+
+    def take_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return master, dict(stdin=slave, stdout=slave, stderr=slave), take_terminal
 
 
 def _no_core_dumps() -> None:

@@ -13,7 +13,8 @@ from functools import lru_cache
 
 import jsonschema
 
-from .rubric import lock_held_schema
+from .catalogue import lock_held_schema
+from .history import Invocation
 
 _DECODER = json.JSONDecoder()
 
@@ -34,7 +35,7 @@ class PrintedError:
         return self.error is not None and self.error.get("code") == "LOCK_HELD"
 
 
-def succeeded(inv) -> bool:
+def succeeded(inv: Invocation) -> bool:
     """It exited 0 and did not report LOCK_HELD. A LOCK_HELD printed with exit status 0 is a refusal with a
     lying status (CR203 says so), not a success whose effect went missing: counting it as one would turn a
     level-1 defect into silent corruption."""

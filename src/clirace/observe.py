@@ -12,6 +12,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from .history import FileOp
+
 FILE_CALLS = "open,openat,openat2,creat,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,flock,fcntl,truncate,ftruncate"
 WRITE_CALLS = "write,pwrite64,writev,pwritev,pwritev2"
 RENAME_CALLS = "rename,renameat,renameat2"
@@ -21,8 +23,6 @@ _LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)(?:<(
 # relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
 _STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
 _OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
-# An exclusively created temp file (tmpXXXX, tmp_obj_XXXX, x.tmp, x-temp-1) is not a lock file.
-_TEMP_NAME = re.compile(r"^tmp|[._-]te?mp(?:[._-]|$)", re.IGNORECASE)
 _FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate"}
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
@@ -80,20 +80,24 @@ def trace_prefix(out_prefix: Path, calls: str) -> list[str]:
     return ["strace", "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={calls}", "-o", str(out_prefix), "--"]
 
 
-def file_events(out_prefix: Path, cwd: str) -> list[dict]:
-    """Parse the per-process trace files written by `amplify_prefix` or `trace_prefix` into plain events."""
-    events = []
+def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[FileOp, ...]:
+    """Parse the per-process trace files written by `amplify_prefix` or `trace_prefix` into file operations.
+
+    With `within` (the sandbox), only what concerns the run is kept: operations on paths under it, and every
+    write or lock anywhere. An interpreter's thousands of read-only opens of its own modules are dropped.
+    """
+    ops = []
+    root = within.rstrip("/") + "/" if within else None
     for trace in sorted(out_prefix.parent.glob(out_prefix.name + ".*")):
         pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0
         for line in trace.read_text(errors="replace").splitlines():
-            event = parse_line(line, cwd)
-            if event:
-                event["pid"] = pid
-                events.append(event)
-    return events
+            op = parse_line(line, cwd, pid)
+            if op and (root is None or op.writes or op.lock or any(p.startswith(root) for p in op.paths)):
+                ops.append(op)
+    return tuple(ops)
 
 
-def parse_line(line: str, cwd: str) -> dict | None:
+def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     match = _LINE.match(line.strip())
     if not match:
         return None
@@ -105,16 +109,17 @@ def parse_line(line: str, cwd: str) -> dict | None:
         paths = [_absolute(_unescape(m["path"]), m["dir"] or cwd) for m in _STRING.finditer(args)]
         if call in _OPEN_CALLS and match["ret_path"]:
             paths = [match["ret_path"]]  # the file it really opened, absolute (strace -y on the returned fd)
-    event = {"call": call, "paths": paths, "ok": ret != "?" and not ret.startswith("-"), "args": args[:300]}
+    flags: tuple[str, ...] = ()
+    writes = lock = False
     if call in _OPEN_CALLS:
-        flags = set(re.findall(r"\bO_[A-Z]+", args))
-        event["flags"] = sorted(flags)
-        event["writes"] = call == "creat" or bool(flags & {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
+        flags = tuple(sorted(set(re.findall(r"\bO_[A-Z]+", args))))
+        writes = call == "creat" or bool(set(flags) & {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
     elif call in ("write", "pwrite64", "writev", "pwritev", "pwritev2"):
-        event["writes"] = True
+        writes = True
     elif call in ("flock", "fcntl"):
-        event["lock"] = bool(re.search(r"LOCK_EX|LOCK_SH|F_SETLK|F_OFD_SETLK", args))
-    return event
+        lock = bool(re.search(r"LOCK_EX|LOCK_SH|F_SETLK|F_OFD_SETLK", args))
+    return FileOp(pid=pid, call=call, paths=tuple(paths), ok=ret != "?" and not ret.startswith("-"), flags=flags,
+                  writes=writes, lock=lock, args=args[:300])
 
 
 def _unescape(text: str) -> str:
@@ -123,53 +128,3 @@ def _unescape(text: str) -> str:
 
 def _absolute(path: str, cwd: str) -> str:
     return path if path.startswith("/") or not cwd else os.path.normpath(os.path.join(cwd, path))
-
-
-def written_paths(events: list[dict]) -> list[str]:
-    """Files a process created or wrote: opened for writing, or the target of a rename."""
-    out = []
-    for e in events:
-        if not e["ok"]:
-            continue
-        if e.get("writes") and e["paths"]:
-            out.append(e["paths"][0])
-        elif e["call"] in ("rename", "renameat", "renameat2") and len(e["paths"]) >= 2:
-            out.append(e["paths"][1])
-    return list(dict.fromkeys(out))
-
-
-def summary(events: list[dict], within: str) -> dict:
-    """What one invocation did to files under `within`: written paths, in-place rewrites, renames, locks."""
-    inside = lambda p: p.startswith(within.rstrip("/") + "/")
-    written = [p for p in written_paths(events) if inside(p)]
-    in_place = sorted({e["paths"][0] for e in events if e["ok"] and e["call"] in ("open", "openat", "openat2")
-                       and e["paths"] and inside(e["paths"][0]) and "O_TRUNC" in e.get("flags", [])
-                       and "O_EXCL" not in e.get("flags", [])})
-    renames = [e["paths"][:2] for e in events if e["ok"] and e["call"] in ("rename", "renameat", "renameat2")
-               and len(e["paths"]) >= 2 and inside(e["paths"][1])]
-    renamed_onto = {dst for _, dst in renames}
-    root = within.rstrip("/") + "/"
-    short = lambda text: text.replace(root, "{sandbox}/")  # noqa: E731 - paths read the same in every trial
-    return {"written": [short(p) for p in written],
-            "in_place": [short(p) for p in in_place if p not in renamed_onto],  # replaced by rename in the end
-            "renamed_onto": sorted(short(dst) for dst in renamed_onto),
-            "locks": [short(m) for m in mechanisms(events)]}
-
-
-def mechanisms(events: list[dict]) -> list[str]:
-    """The locking mechanisms a trace shows, in words, with the file each one is on."""
-    found = []
-    # A file created with O_EXCL and then renamed is a temp file (mkstemp), not a lock file.
-    renamed = {e["paths"][0] for e in events if e["call"].startswith("rename") and e["paths"]}
-    for e in events:
-        path = e["paths"][0] if e["paths"] else "?"
-        if e.get("lock") and e["call"] == "flock":
-            found.append(f"flock on {path}")
-        elif e.get("lock") and e["call"] == "fcntl":
-            found.append(f"fcntl record lock on {path}")
-        elif ("O_EXCL" in e.get("flags", []) and "O_CREAT" in e.get("flags", []) and path not in renamed
-              and not _TEMP_NAME.search(os.path.basename(path))):  # git's objects/xx/tmp_obj_*: linked, not renamed
-            found.append(f"lock file created with O_CREAT|O_EXCL: {path}")
-        elif path.endswith(("-journal", "-wal")):
-            found.append(f"sqlite ({os.path.basename(path)})")
-    return list(dict.fromkeys(found))

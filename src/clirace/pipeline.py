@@ -6,19 +6,20 @@ saved history is re-judged without launching anything.
 from __future__ import annotations
 
 import random
-import re
 import shlex
 import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import observe
-from .checks import NEEDS, run_all
-from .findings import Verdict
-from .history import History
+from . import __version__, observe, registry
+from .checks._observed import observed_lines
+from .findings import NOT_TESTED, Finding, Verdict
+from .history import Environment, History, RunOptions
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run
 from .scenarios import SCENARIOS, Context
@@ -33,6 +34,7 @@ class Options:
     only: tuple[str, ...] = ()  # check ids; empty means all
     keep: bool = False
     strace: bool = True
+    allow_outside_sandbox: bool = False
 
 
 @dataclass
@@ -47,81 +49,71 @@ class Result:
     interrupted: bool = False
     kept: str | None = None
     notes: list[str] = field(default_factory=list)
+    observed_lines: list[str] = field(default_factory=list)
 
     def replay(self, check: str | None = None) -> str:
-        cmd = f"clirace check {shlex.quote(self.spec_path)} --seed {self.seed}"
-        return cmd + (f" --only {check}" if check else "")
+        """The command that runs this check again with every choice the same (seed and options)."""
+        opts = self.history.options
+        parts = ["clirace", "check", shlex.quote(self.spec_path), "--seed", str(self.seed)]
+        if opts.rounds is not None:
+            parts += ["--rounds", str(opts.rounds)]
+        if opts.parallel is not None:
+            parts += ["--parallel", str(opts.parallel)]
+        if not opts.strace:
+            parts.append("--no-strace")
+        if opts.allow_outside_sandbox:
+            parts.append("--allow-outside-sandbox")
+        for name in (check,) if check else opts.only:
+            parts += ["--only", name]
+        return " ".join(parts)
 
     def observed(self) -> list[str]:
-        """How the tool was seen to lock and write, from every traced round (empty without strace).
+        """How the tool was seen to lock and write, from every traced round (empty without strace)."""
+        return self.observed_lines
 
-        Paths that differ only by a random part (a run id, a mkstemp suffix) are shown once, with a count.
-        """
-        lines: dict[str, set] = {}
-        traced = False
-
-        def note(template: str, path: str) -> None:
-            if not path.startswith("{sandbox}/io/"):  # clirace's own input and output files
-                lines.setdefault(template.format(_shape(path)), set()).add(path)
-
-        for trial in self.history.trials:
-            for summary in (trial.facts.get("observed") or {}).values():
-                traced = True
-                for lock in summary["locks"]:
-                    note("locks with {}", lock)
-                for path in summary["renamed_onto"]:
-                    note("replaces {} by rename (atomic)", path)
-                for path in summary["in_place"]:
-                    note("rewrites {} in place (O_TRUNC)", path)
-        if traced and not any(line.startswith("locks with") for line in lines):
-            lines["no lock call seen in any traced invocation (flock, fcntl, O_CREAT|O_EXCL)"] = set()
-        return [line + (f" ({len(paths)} distinct paths)" if len(paths) > 1 else "") for line, paths in lines.items()]
-
-    def findings(self):
+    def findings(self) -> list[Finding]:
         return [f for v in self.verdicts.values() for f in v.findings]
 
 
-def _shape(path: str) -> str:
-    """A path with its random parts (hex run ids, mkstemp suffixes) replaced by *."""
-    path = re.sub(r"[0-9a-f]{8,}", "*", path)
-    return re.sub(r"(?<=[.-])(?=[A-Za-z0-9_]*[0-9])[A-Za-z0-9_]{6,10}$", "*", path)
-
-
-def run(spec: Spec, options: Options, progress=None, on_history=None) -> Result:
+def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = None,
+        on_history: Callable[[History], Any] | None = None) -> Result:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
-    usable, why = observe.available() if options.strace else (False, "strace disabled by --no-strace")
-    history = History(spec_path=str(spec.path), seed=seed, spec=spec.raw,
-                      environment={"strace": usable, "strace_note": why})
+    usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
+    rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
+    history = History(
+        spec_path=str(spec.path),
+        options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, only=options.only,
+                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox),
+        environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
+                                parallel=parallel))
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
     sigint_before = _children_get_default_sigint()
     workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
-    ctx = Context(spec, seed, workdir, rounds=options.rounds or spec.rounds,
-                  parallel=options.parallel or spec.parallel, keep=options.keep, strace=usable, progress=progress,
-                  trials=history.trials, only=options.only)
-    wanted = {NEEDS[c] for c in options.only} if options.only else set(SCENARIOS)
+    ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, keep=options.keep, strace=usable,
+                  strace_note=why, progress=progress, only=options.only, trials=history.trials)
+    wanted = registry.scenarios_for(options.only)
     started = time.monotonic()
     try:
         for name, scenario in SCENARIOS.items():
             if name in wanted:
-                for trial in scenario(ctx):  # trials that never needed a sandbox were not added yet
-                    ctx.add(trial)
+                scenario(ctx)
     finally:
         end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
         end_adopted()
         if sigint_before is not None:
             signal.signal(signal.SIGINT, sigint_before)
         if options.keep:
-            history.environment["kept"] = str(workdir)  # where they are, also when the run is interrupted
+            history.kept = str(workdir)  # where they are, also when the run is interrupted
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    result = judge(history, only=options.only)
+    result = judge(history)
     result.seconds = time.monotonic() - started
-    result.kept = str(workdir) if options.keep else None
+    result.kept = history.kept
     return result
 
 
-def _children_get_default_sigint():
+def _children_get_default_sigint() -> Any:
     """When clirace runs with SIGINT ignored (a background job, nohup), its children would inherit that, and
     a target would then survive the Ctrl-C of the lock-release test (Python does not even install its
     KeyboardInterrupt handler). A do-nothing handler keeps clirace ignoring SIGINT while every exec'd child
@@ -136,18 +128,23 @@ def _children_get_default_sigint():
     return None
 
 
-def judge(history: History, only: tuple[str, ...] = ()) -> Result:
-    verdicts = run_all(history)
-    if only:
-        verdicts = {k: v for k, v in verdicts.items() if k in only}
+def judge(history: History) -> Result:
+    """Checks, score and notes from a history alone (a fresh one, or one saved by `--history`)."""
+    only = history.options.only
+    verdicts = registry.judge_all(history)
+    for check_id in verdicts:
+        if only and check_id not in only:  # it did not run: say so, rather than "not exercised by this spec"
+            verdicts[check_id] = Verdict(check_id, NOT_TESTED, "not run (--only)",
+                                         hint="Run without --only to test it.")
     section = load_section("s15")
     crits = criteria(section, verdicts)
-    result = Result(history.spec_path, history.seed, score(section, crits), crits, verdicts, history)
+    result = Result(history.spec_path, history.options.seed, score(section, crits), crits, verdicts, history,
+                    observed_lines=observed_lines(history))
     for verdict in verdicts.values():
         for f in verdict.findings:
             f.evidence.replay = result.replay(verdict.check)
-    if not history.environment.get("strace"):
-        result.notes.append(f"File observation and crash injection were off: {history.environment.get('strace_note')}. "
+    if not history.environment.strace:
+        result.notes.append(f"File observation and crash injection were off: {history.environment.strace_note}. "
                             "Criteria that need them are reported as not tested.")
     if only:
         result.notes.append(f"Only these checks ran: {', '.join(only)}; the score covers only what ran.")

@@ -14,6 +14,17 @@ SANDBOX = frozenset({"sandbox", "home", "tmp", "config_home", "cache_home", "sta
                      "spec_dir", "python"})
 PER_INVOCATION = frozenset({"i", "n", "session_id"})
 
+# Where each sandbox placeholder points, relative to the trial's sandbox (the spec checks paths against it
+# before anything runs; the sandbox creates these directories).
+LAYOUT = {
+    "home": "home",
+    "tmp": "tmp",
+    "config_home": "home/.config",
+    "cache_home": "home/.cache",
+    "state_home": "home/.local/state",
+    "runtime_dir": "run",
+}
+
 
 def names_in(template: str) -> list[str]:
     return PATTERN.findall(template)

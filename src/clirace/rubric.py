@@ -8,39 +8,10 @@ corruption finding holds the score at 0. Another rubric section is another YAML 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
+from typing import Any
 
-import yaml
-
-PASS, FAIL, NOT_TESTED, UNKNOWN, NOT_APPLICABLE = "pass", "fail", "not_tested", "unknown", "not_applicable"
-
-
-def rubric_dir() -> Path:
-    shipped = resources.files("clirace").joinpath("_rubric")
-    if shipped.is_dir():
-        return Path(str(shipped))
-    return Path(__file__).resolve().parents[2] / "rubric"  # a source checkout or editable install
-
-
-@lru_cache(maxsize=None)
-def load_section(name: str = "s15") -> dict:
-    return yaml.safe_load((rubric_dir() / f"{name}.yaml").read_text())
-
-
-@lru_cache(maxsize=1)
-def rules() -> dict:
-    return yaml.safe_load((rubric_dir() / "rules.yaml").read_text())
-
-
-def rule(code: str) -> dict:
-    return rules()[code]
-
-
-def lock_held_schema() -> dict:
-    import json
-    return json.loads((rubric_dir() / "lock_held.schema.json").read_text())
+from .catalogue import load_section, lock_held_schema, rubric_dir, rule, rules  # noqa: F401 - re-exported
+from .findings import FAIL, NOT_APPLICABLE, NOT_TESTED, PASS, UNKNOWN, Finding, Status, Verdict
 
 
 @dataclass
@@ -48,11 +19,11 @@ class Criterion:
     id: str
     level: int
     text: str
-    status: str
+    status: Status
     evidence: str
     checks: list[str]
     to_test: str = ""
-    findings: list = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
 
     @property
     def indeterminate(self) -> bool:
@@ -67,7 +38,7 @@ class Score:
     corruption: bool
 
 
-def combine(statuses: list[str]) -> str:
+def combine(statuses: list[Status]) -> Status:
     relevant = [s for s in statuses if s != NOT_APPLICABLE]
     if not relevant:
         return NOT_TESTED
@@ -77,7 +48,7 @@ def combine(statuses: list[str]) -> str:
     return PASS
 
 
-def criteria(section: dict, verdicts: dict) -> list[Criterion]:
+def criteria(section: dict[str, Any], verdicts: dict[str, Verdict]) -> list[Criterion]:
     out = []
     for level in section["levels"]:
         for c in level.get("criteria", []):
@@ -92,13 +63,14 @@ def criteria(section: dict, verdicts: dict) -> list[Criterion]:
             specific = [v.hint for v in shown if v.status in (NOT_TESTED, UNKNOWN) and v.hint]
             if status in (NOT_TESTED, UNKNOWN):
                 hint = " ".join(specific) or hint
+            # A failed criterion's hint would tell the user to add what the spec already has.
             out.append(Criterion(c["id"], level["score"], c["text"], status, evidence, list(c["checks"]),
-                                 hint if status != PASS else "",
+                                 hint if status not in (PASS, FAIL) else "",
                                  [f for v in mine for f in v.findings]))
     return out
 
 
-def score(section: dict, crits: list[Criterion]) -> Score:
+def score(section: dict[str, Any], crits: list[Criterion]) -> Score:
     corruption = any(f.severity == "corruption" for c in crits for f in c.findings)
     reached = 0
     blocked: list[Criterion] = []
@@ -112,7 +84,10 @@ def score(section: dict, crits: list[Criterion]) -> Score:
     line = next(lvl["text"] for lvl in section["levels"] if lvl["score"] == reached)
     if reached == 0 and not corruption and not any(c.status == FAIL for c in blocked):
         # Level 0's line says the tool corrupts; nothing here showed that, level 1 was just not shown either.
-        line = NOT_SHOWN
+        failed = [c.id for c in crits if c.status == FAIL]
+        line = NOT_SHOWN if not failed else (
+            f"Level 1 was not shown ({', '.join(c.id for c in blocked)} not decided), and {', '.join(failed)} "
+            "failed: the score is 0 for want of evidence at level 1, not because corruption was seen.")
     return Score(reached, line, blocked, corruption)
 
 

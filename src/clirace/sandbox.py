@@ -13,17 +13,11 @@ import time
 from pathlib import Path
 
 from . import placeholders
+from .procfs import environ, pids, stat_fields
 
 MARKER = "CLIRACE_TRIAL"
 
-_LAYOUT = {
-    "home": "home",
-    "tmp": "tmp",
-    "config_home": "home/.config",
-    "cache_home": "home/.cache",
-    "state_home": "home/.local/state",
-    "runtime_dir": "run",
-}
+_LAYOUT = placeholders.LAYOUT
 
 
 class Sandbox:
@@ -81,7 +75,7 @@ def end_marked(marker: str, name: str = MARKER, prefix: bool = False, within: fl
         match = lambda env: any(entry.startswith(needle) for entry in env.split(b"\0"))  # noqa: E731
     else:
         match = lambda env: needle in env.split(b"\0")  # noqa: E731
-    return _kill_until_gone(lambda: [pid for pid in pids() if match(_environ(pid))], within)
+    return _kill_until_gone(lambda: [pid for pid in pids() if match(environ(pid))], within)
 
 
 def _kill_until_gone(find, within: float, reap: bool = False) -> list[int]:
@@ -150,29 +144,3 @@ def end_adopted(within: float = 2.0) -> list[int]:
         return []
     me = str(os.getpid())
     return _kill_until_gone(lambda: [pid for pid in pids() if stat_fields(pid)[1:2] == [me]], within, reap=True)
-
-
-def stat_fields(pid: int) -> list[str]:
-    """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, session, ...; [] once it is gone.
-    (comm may hold spaces and parentheses, hence the split at the last ")".)"""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].decode(errors="replace").split()
-    except (OSError, IndexError):
-        return []
-
-
-def pids():
-    """Every process on the machine but this one."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            yield int(entry)
-
-
-def _environ(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""

@@ -23,6 +23,7 @@ from . import placeholders
 from ._spec_messages import check_sandbox, did_you_mean, dotted, schema_error, show
 from ._yaml import START_HINT, Located, load_located
 from .errors import SpecError
+from .vocab import ConfigFormat, HoldMode, LockKind, ReadyKind, WorkloadKind
 
 Argv = tuple[str, ...]
 
@@ -37,13 +38,13 @@ MAX_DURATION = 600.0
 @dataclass(frozen=True)
 class ConfigFile:
     path: str
-    format: str
+    format: ConfigFormat
     key: str = "{key}"
 
 
 @dataclass(frozen=True)
 class Workload:
-    kind: str
+    kind: WorkloadKind
     name: str
     run: Argv
     setup: tuple[Argv, ...] = ()
@@ -59,14 +60,14 @@ class Workload:
 @dataclass(frozen=True)
 class Hold:
     """How clirace keeps the lock busy: 'command' (test hook), 'park' (FIFO) or 'take' (clirace locks)."""
-    how: str
+    how: HoldMode
     command: Argv | None = None
-    ready: tuple[str, object] | None = None  # ("file"|"stdout"|"stderr"|"delay", value)
+    ready: tuple[ReadyKind, object] | None = None  # (kind, the file, regex or delay in seconds)
     fifo: str | None = None
     content: str | None = None
     invalid_content: str | None = None
     path: str | None = None
-    kind: str | None = None
+    kind: LockKind | None = None
 
 
 @dataclass(frozen=True)
@@ -230,11 +231,11 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         at = ("workloads", index)
         config = w.get("config")
         workloads.append(Workload(
-            kind=w["kind"], name=w.get("name", f"{w['kind']}#{index}"), run=argv(w["run"], *at, "run"),
+            kind=WorkloadKind(w["kind"]), name=w.get("name", f"{w['kind']}#{index}"), run=argv(w["run"], *at, "run"),
             setup=tuple(argv(c, *at, "setup", n) for n, c in enumerate(w.get("setup", []))),
             read=argv(w["read"], *at, "read") if "read" in w else None,
             start=int(w["start"]) if "start" in w else None,
-            config=ConfigFile(config["path"], config["format"], config.get("key", "{key}")) if config else None,
+            config=ConfigFile(config["path"], ConfigFormat(config["format"]), config.get("key", "{key}")) if config else None,
             add=argv(w["add"], *at, "add") if "add" in w else None,
             claimed=w.get("claimed"),
             list=argv(w["list"], *at, "list") if "list" in w else None,
@@ -245,17 +246,16 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         raw = data["lock"]
         h = raw["hold"]
         if "command" in h:
-            ready = next(iter(h.get("ready", {"delay": 0.3}).items()))
-            if ready[0] == "delay":
-                ready = ("delay", duration(ready[1]))
-            hold = Hold("command", command=argv(h["command"], "lock", "hold", "command"), ready=ready)
+            kind, value = next(iter(h.get("ready", {"delay": 0.3}).items()))
+            ready = (ReadyKind(kind), duration(value) if kind == "delay" else value)
+            hold = Hold(HoldMode.COMMAND, command=argv(h["command"], "lock", "hold", "command"), ready=ready)
         elif "park" in h:
             p = h["park"]
-            hold = Hold("park", command=argv(p["command"], "lock", "hold", "park", "command"), fifo=p["fifo"],
+            hold = Hold(HoldMode.PARK, command=argv(p["command"], "lock", "hold", "park", "command"), fifo=p["fifo"],
                         content=p.get("content"), invalid_content=p.get("invalid_content"))
         else:
             t = h["take"]
-            hold = Hold("take", path=t["path"], kind=t["kind"], content=t.get("content", "{pid}"))
+            hold = Hold(HoldMode.TAKE, path=t["path"], kind=LockKind(t["kind"]), content=t.get("content", "{pid}"))
         lock = Lock(contender=argv(raw["contender"], "lock", "contender"), hold=hold,
                     error_command=argv(raw["error_command"], "lock", "error_command") if "error_command" in raw else None,
                     wait_option=argv(raw["wait_option"], "lock", "wait_option") if "wait_option" in raw else None,

@@ -1,34 +1,40 @@
 """Atomic config writes (level 3): readers never see a torn config, and a writer killed mid-write leaves the
 old or the new file, whole."""
+from __future__ import annotations
+
+from typing import Any
+
 from .. import placeholders
 from ..configfile import Unparseable, lookup, parse
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ._common import finding
+from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
+from ..history import ConfigSampled, History, KeysRound, KillPointsFound, WriterKilled
+from ..vocab import EventKind
+from ._common import finding, not_run_verdict
+from ._observed import summaries
 
-ID = "atomic-config"
+ID = "atomic-config-writes"
 
 
-def _kill_outcome(trial):
+def kill_outcome(trial: WriterKilled) -> str | None:
     """None if the file is the old or the new one, whole; else a description of what was left."""
-    f = trial.facts
-    fmt = f["format"]
-    if f["after"] is None:
+    fmt = trial.format
+    if trial.after is None:
         return "missing"
     try:
-        after = parse(f["after"], fmt)
+        after = parse(trial.after, fmt)
     except Unparseable as exc:
         return f"unparseable ({exc})"
-    old = parse(f["old"], fmt)
+    old = parse(trial.old, fmt)
     if after == old:
         return None
-    dotted = placeholders.expand(f["key_path"], {"key": f["key"]})
+    dotted = placeholders.expand(trial.key_path, {"key": trial.key})
     value = lookup(after, dotted, fmt)
-    if value is not None and f["value"] in str(value) and _drop(after, dotted) == old:  # as in keys: maybe wrapped
+    if value is not None and trial.value in str(value) and _drop(after, dotted) == old:  # as in keys: maybe wrapped
         return None
     return "parseable but neither the old nor the new content"
 
 
-def _drop(data, dotted):
+def _drop(data: Any, dotted: str) -> Any:
     node = data
     parts = dotted.split(".")
     if isinstance(node, dict) and dotted in node:
@@ -41,50 +47,65 @@ def _drop(data, dotted):
     return data
 
 
-def _in_place_advice(history):
+def _in_place_advice(history: History) -> list[Finding]:
     """CR603 once, from the first traced keys round that rewrote the config file in place."""
-    for trial in history.of("keys"):
-        config = trial.facts.get("config")
-        if not config:
+    for trial in history.of(KeysRound):
+        if trial.config is None:
             continue
-        name = config["path"].rsplit("/", 1)[-1]
-        for label, summary in (trial.facts.get("observed") or {}).items():
-            hits = [p for p in summary["in_place"] if p.endswith("/" + name)]
+        name = trial.config.path.rsplit("/", 1)[-1]
+        for label, summary in summaries(trial).items():
+            hits = [p for p in summary.in_place if p.endswith("/" + name)]
             if hits:
                 return [finding("CR603", trial, [label], "temp file + rename", "open with O_TRUNC",
                                 label=label, path=hits[0], how="open with O_TRUNC")]
     return []
 
 
-def check(history):
-    trials = history.of("atomic-config")
-    if not trials:
-        return Verdict(ID, NOT_TESTED, "the spec has no keys workload with a config file",
-                       hint="Add a keys workload with config: {path, format}.")
-    if any(t.error for t in trials):
-        return Verdict(ID, UNKNOWN, f"could not decide: {next(t.error for t in trials if t.error)}")
-    findings, notes, untested, killed, missed = [], [], [], [], []
-    for trial in trials:
-        f = trial.facts
-        if "point" not in f and "samples" not in f:  # the traced run that found the kill points
-            continue
-        if "samples" in f:
-            if f["bad"]:
-                findings.append(finding("CR601", trial, [i.label for i in trial.labelled("set-")], "always parseable",
-                                        f"{f['bad']} torn samples", bad=f["bad"], samples=f["samples"],
-                                        first=f["first_bad"] or ""))
-            else:
-                notes.append(f"{f['samples']} samples during parallel writes, none torn")
-            continue
-        if "untestable" in f:
-            untested.append(f"kill at {f['point']}: {f['untestable']}")
-            continue
-        state = _kill_outcome(trial)
+def _torn(sampled: ConfigSampled) -> tuple[int, str, str]:
+    """(torn samples, the first torn text, why it did not parse); a missing file is torn for a reader."""
+    bad, first, why = sampled.missing, "", "the file did not exist" if sampled.missing else ""
+    for sample in sampled.distinct:
+        try:
+            parse(sample.text, sampled.format)
+        except Unparseable as exc:
+            bad += sample.count
+            if not first:
+                first, why = sample.text[:200], str(exc)
+    return bad, first, why
+
+
+def check(history: History) -> Verdict:
+    sampled, found, killed_trials = history.of(ConfigSampled), history.of(KillPointsFound), history.of(WriterKilled)
+    if not (sampled or found or killed_trials):
+        return not_run_verdict(ID, history, "atomic-config") or Verdict(
+            ID, UNKNOWN, "the atomic-config experiment left no record")
+    errored = next((t for t in (*sampled, *found, *killed_trials) if t.error), None)
+    if errored:
+        return Verdict(ID, UNKNOWN, f"could not decide: {errored.error}")
+    findings: list[Finding] = []
+    notes = []
+    for trial in sampled:
+        bad, first, _why = _torn(trial)
+        if bad:
+            findings.append(finding("CR601", trial, [i.label for i in trial.labelled("set-")], "always parseable",
+                                    f"{bad} torn samples", bad=bad, samples=trial.samples, first=first))
+        else:
+            notes.append(f"{trial.samples} samples during parallel writes, none torn")
+    if found and not found[0].points:
+        return Verdict(ID, UNKNOWN, f"could not decide: the config writer never wrote or renamed anything in "
+                       f"{found[0].config_dir}", findings,
+                       hint="Is workloads[keys].config.path the file the run command writes?")
+    killed, missed = [], []
+    for trial in killed_trials:
+        assert trial.point is not None
+        state = kill_outcome(trial)
         if state:
             findings.append(finding("CR602", trial, ["killed-writer"], "the old or the new config, whole", state,
-                                    point=f["point"], state=state))
-        else:
-            (killed if f["killed"] else missed).append(f["point"])
+                                    point=trial.point.name, state=state))
+            continue
+        writer = trial.invocation("killed-writer")
+        hit = (writer is not None and writer.signal == 9) or trial.event(EventKind.KILL_INJECTED) is not None
+        (killed if hit else missed).append(trial.point.name)
     findings.extend(_in_place_advice(history))
     if killed:
         notes.append(f"writer killed at {len(killed)} points ({', '.join(killed)}): config whole each time")
@@ -92,7 +113,8 @@ def check(history):
         notes.append(f"kill points never reached: {', '.join(missed)}")
     if any(not x.advisory for x in findings):
         return Verdict(ID, FAIL, "; ".join(x.message() for x in findings if not x.advisory), findings)
+    untested = history.not_run("atomic-config/kill")
     if untested:
-        return Verdict(ID, NOT_TESTED, "; ".join(n for n in notes if n) + "; not tested: " + "; ".join(untested),
-                       hint="Install strace (apt-get install strace) and allow ptrace to test kills mid-write.")
-    return Verdict(ID, PASS, "; ".join(n for n in notes if n), findings)
+        return Verdict(ID, NOT_TESTED, "; ".join(notes) + f"; not tested: kills mid-write ({untested.why})", findings,
+                       hint=untested.hint)
+    return Verdict(ID, PASS, "; ".join(notes), findings)

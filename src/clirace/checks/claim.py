@@ -1,9 +1,14 @@
-"""Claim: N parallel claims on a queue of N items: no item claimed twice, none lost."""
+"""Claim: N parallel claims on a queue of N items: no item claimed twice, none lost. A claim whose outcome is
+unknown may have taken an item without saying so: as many items as such claims may be unaccounted for."""
+from __future__ import annotations
+
 import re
 from collections import defaultdict
 
+from ..findings import Finding, Verdict
+from ..history import ClaimRound, History
 from ..lockerror import succeeded
-from ._common import finding, ok_count, verdict_over_rounds
+from ._common import Undecided, finding, ok_count, unknown_count, verdict_over_rounds
 
 ID = "claim"
 
@@ -17,33 +22,46 @@ def claimed_item(stdout: str, pattern: str | None) -> str | None:
     return match.group(1) if match.groups() else match.group(0)
 
 
-def judge_one(trial):
-    items = trial.facts["items"]
+def remaining(trial: ClaimRound) -> list[str] | None:
+    """The items `list` showed after the round, one per line; None without a list command or when it failed."""
+    listed = trial.invocation("list-after")
+    if listed is None or not listed.ok:
+        return None
+    return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+
+
+def judge_one(trial: ClaimRound) -> list[Finding]:
+    failed_adds = [inv for inv in trial.labelled("add-") if not inv.ok]
+    if failed_adds:
+        inv = failed_adds[0]
+        raise Undecided(f"adding a queue item failed: {inv.command()!r} ({inv.ending()}; {inv.printed()})",
+                        "Check the claim workload's add command: run alone, it must succeed.")
     by_item = defaultdict(list)
     for inv in trial.labelled("claim-"):
         if succeeded(inv):
-            item = claimed_item(inv.stdout, trial.facts.get("pattern"))
+            item = claimed_item(inv.stdout, trial.pattern)
             if item is not None:
                 by_item[item].append(inv.label)
     out = [finding("CR121", trial, labels, "each item claimed once", f"claimed {len(labels)} times",
                    item=item, count=len(labels), labels=", ".join(labels))
            for item, labels in by_item.items() if len(labels) > 1]
-    remaining = trial.facts.get("remaining")
-    if remaining is not None or all(succeeded(inv) for inv in trial.labelled("claim-")):
-        lost = [item for item in items if item not in by_item and item not in (remaining or [])]
-        if lost:
+    left = remaining(trial)
+    claims = trial.labelled("claim-")
+    if left is not None or all(succeeded(inv) for inv in claims):
+        lost = [item for item in trial.items if item not in by_item and item not in (left or [])]
+        if len(lost) > unknown_count(trial, "claim-"):
             out.append(finding("CR122", trial, [], "every item claimed or still queued",
                                f"{len(lost)} missing", count=len(lost), items=", ".join(lost)))
     return out
 
 
-def check(history):
-    return verdict_over_rounds(ID, history.of("claim"), judge_one, lambda ts: (
+def check(history: History) -> Verdict:
+    return verdict_over_rounds(ID, history.of(ClaimRound), judge_one, lambda ts: (
         f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"),
         tally=_tally, prefix="claim-")
 
 
-def _tally(findings):
+def _tally(findings: list[Finding]) -> str:
     """Totals over the failed rounds (see keys._tally)."""
     doubled = sum(1 for f in findings if f.code == "CR121")
     lost = sum(f.args["count"] for f in findings if f.code == "CR122")

@@ -1,43 +1,58 @@
 """Session isolation (level 3): with distinct session ids every temp file's path holds its own id and no
 output is clobbered; without ids, parallel runs still use distinct temp paths."""
-from collections import defaultdict
+from __future__ import annotations
 
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ._common import Undecided, finding
+from collections import defaultdict
+from pathlib import Path
+
+from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
+from ..history import History, SessionRun
+from ._common import Undecided, finding, not_run_verdict
+from ._observed import written_paths
 from .output import output_findings
 
 ID = "session-isolation"
 
 
-def check(history):
-    trials = history.of("session")
+def temp_writes(trial: SessionRun) -> dict[str, list[str]]:
+    """label -> the files it wrote under the temp directories (from its trace)."""
+    return {label: [p for p in written_paths(ops) if any(_under(p, d) for d in trial.temp_dirs)]
+            for label, ops in trial.traces.items()}
+
+
+def _under(path: str, directory: str) -> bool:
+    return Path(path) == Path(directory) or Path(directory) in Path(path).parents
+
+
+def check(history: History) -> Verdict:
+    trials = history.of(SessionRun)
     if not trials:
-        return Verdict(ID, NOT_TESTED, "the spec does not say how to pass a session id",
-                       hint="Add session.flag (e.g. [\"--session-id\", \"{session_id}\"]) or session.env.")
-    if any(t.error for t in trials):
-        return Verdict(ID, UNKNOWN, f"could not decide: {next(t.error for t in trials if t.error)}")
-    findings, notes = [], []
+        return not_run_verdict(ID, history, "session") or Verdict(ID, UNKNOWN, "the session experiment left no record")
+    errored = next((t for t in trials if t.error), None)
+    if errored:
+        return Verdict(ID, UNKNOWN, f"could not decide: {errored.error}")
+    findings: list[Finding] = []
+    notes = []
     for trial in trials:
-        runs = trial.facts["runs"]
-        if trial.facts["with_ids"]:
-            for label in runs:
+        if trial.with_ids:
+            for label in trial.runs:
                 inv = trial.invocation(label)
-                if not inv.ok:
-                    findings.append(finding("CR503", trial, [label], "exit 0", inv.outcome(), label=label,
-                                            outcome=inv.outcome(), printed=inv.printed(100)))
+                if inv is not None and not inv.ok:
+                    findings.append(finding("CR503", trial, [label], "exit 0", inv.ending(), label=label,
+                                            outcome=inv.ending(), printed=inv.printed(100)))
         try:
-            findings.extend(output_findings(trial, runs))
+            findings.extend(output_findings(trial, trial.runs))
         except Undecided as exc:  # the temp paths still speak; whose output is whose cannot be told
             notes.append(f"{trial.name}: outputs not compared ({exc.args[0]})")
-        if not trial.facts["traced"]:
+        if not trial.traced:
             continue
-        writes = trial.facts["temp_writes"]
+        writes = temp_writes(trial)
         users = defaultdict(list)
         for label, paths in writes.items():
             for path in paths:
                 users[path].append(label)
-            if trial.facts["with_ids"]:
-                sid = runs[label]["session_id"]
+            if trial.with_ids:
+                sid = trial.runs[label].session_id
                 findings.extend(finding("CR501", trial, [label], f"a path containing {sid}", path, label=label,
                                         session_id=sid, path=path) for path in paths if sid not in path)
         findings.extend(finding("CR502", trial, labels, "one path per invocation", path, count=len(labels), path=path,
@@ -46,8 +61,8 @@ def check(history):
     if findings:
         return Verdict(ID, FAIL, findings[0].message() + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
                        findings)
-    if not all(t.facts["traced"] for t in trials):
+    if not all(t.traced for t in trials):
         return Verdict(ID, NOT_TESTED, "outputs were not clobbered, but which temp files each run wrote could not "
-                       f"be observed: {history.environment.get('strace_note', 'strace unavailable')}",
+                       f"be observed: {history.environment.strace_note or 'strace unavailable'}",
                        hint="Install strace (apt-get install strace) and allow ptrace to test temp paths.")
     return Verdict(ID, PASS, "; ".join(notes) + ", each under its own session id or distinct per run")

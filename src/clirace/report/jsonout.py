@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 from ..rubric import UNKNOWN, load_section
 
@@ -12,6 +13,7 @@ def as_dict(result) -> dict:
     section = load_section("s15")
     return {
         "rubric": f"§{section['section']} {section['title']}",
+        "clirace_version": result.history.environment.clirace_version,
         "score": result.score.score,
         "max_score": max(level["score"] for level in section["levels"]),
         "decided_by": result.score.line,
@@ -28,7 +30,8 @@ def as_dict(result) -> dict:
         "findings": [f.to_dict() for f in result.findings()],
         "observed": result.observed(),
         "checks": {k: v.to_dict() for k, v in result.verdicts.items()},
-        "environment": result.history.environment,
+        "environment": asdict(result.history.environment),
+        "options": asdict(result.history.options),
         "notes": result.notes,
     }
 

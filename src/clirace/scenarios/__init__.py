@@ -1,14 +1,16 @@
-"""Stage 2-4, plan and launch: each scenario runs its experiments in fresh sandboxes and returns trials.
-
-A scenario that the spec gives no way to run returns no trials; the checks then say "not tested".
+"""Stages 2-4, plan and launch: each scenario runs its experiments in fresh sandboxes and adds their records
+to the history (history.py). A scenario that the spec gives no way to run adds a NotRun record saying why;
+the checks then say "not tested". Scenarios record what happened and never judge it.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from . import atomic, lock, session, workloads
 from ._box import Context
 
 # Order is the order of the run: cheap, decisive experiments first.
-SCENARIOS = {
+SCENARIOS: dict[str, Callable[[Context], None]] = {
     "workloads": workloads.run,
     "lock-conflict": lock.conflict,
     "lock-release": lock.release,

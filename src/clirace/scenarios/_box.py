@@ -1,17 +1,29 @@
-"""A trial's sandbox and launcher, with the spec's base command and setup applied."""
+"""A trial's sandbox and launcher, with the spec's base command and setup applied, and its record.
+
+`Context.box(RecordType, name, round)` gives a Box: a fresh sandbox with setup done, a launcher, and the
+raw material of the record (invocations, events, the record's own fields in `box.fields`). When the block
+ends, however it ends, the record is built once and added to the history: a trial that could not finish
+(setup failed, a holder never became ready, clirace itself failed, or the run was interrupted) carries the
+reason in `error`, and the rest of the run goes on.
+"""
 from __future__ import annotations
 
+import dataclasses
 import random
 import tempfile
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from .. import placeholders
-from ..history import Invocation, Trial
+from ..history import Event, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
 from ..spec import Spec
+from ..vocab import EventKind
 
 
 class TrialFailed(Exception):
@@ -28,41 +40,47 @@ class Context:
     parallel: int
     keep: bool = False
     strace: bool = False
-    progress: object = None
-    only: tuple = ()  # check ids asked for with --only (empty: all)
-    trials: list = None  # the history's trials: each is added when it starts, so an interrupted run keeps it
-
-    def add(self, trial: Trial) -> None:
-        if self.trials is not None and not any(t is trial for t in self.trials):
-            self.trials.append(trial)
+    strace_note: str = ""
+    progress: Callable[[str], None] | None = None
+    only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
+    trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
 
     def say(self, text: str) -> None:
         if self.progress:
             self.progress(text)
 
+    def not_run(self, experiment: str, why: str, hint: str = "") -> None:
+        self.trials.append(NotRun(name=experiment, experiment=experiment, why=why, hint=hint))
+
     @contextmanager
-    def box(self, trial: Trial):
-        """A fresh sandbox with setup done; removed afterwards unless --keep. Failures become trial.error."""
-        self.add(trial)
-        root = Path(tempfile.mkdtemp(prefix=f"{trial.scenario}-", dir=self.workdir))
+    def box(self, record: type[Trial], name: str, round_: int = 0, setup: Any = None) -> Iterator[Box]:
+        """A fresh sandbox with setup done (the spec's, then `setup`); removed afterwards unless --keep."""
+        root = Path(tempfile.mkdtemp(prefix=f"{record.KIND}-", dir=self.workdir))
         sandbox = Sandbox(root, self.spec.spec_dir)
-        box = Box(self.spec, sandbox, trial, random.Random(f"{self.seed}/{trial.scenario}/{trial.name}/{trial.round}"))
+        box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"))
+        error = None
         try:
             try:
                 box.setup()
+                if setup:
+                    box.setup(setup)
             except TrialFailed as exc:
                 # A generator context manager must yield once: the body gets a box whose first command raises.
-                trial.error = box.unusable = str(exc)
+                error = box.unusable = str(exc)
             yield box
         except TrialFailed as exc:
-            trial.error = trial.error or str(exc)
-        except BaseException:  # Ctrl-C, SIGTERM, a bug: the trial is incomplete and must not be judged
-            trial.error = trial.error or "interrupted before the trial finished"
+            error = error or str(exc)
+        except Exception as exc:  # noqa: BLE001 - one experiment's failure must not sink the run
+            error = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug in "
+                     "clirace or a limit of this machine, please report it")
+        except BaseException:  # Ctrl-C, SIGTERM: the trial is incomplete and must not be judged
+            error = "interrupted before the trial finished"
             raise
         finally:
             box.end_all()
             end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
-            trial.facts.setdefault("sandbox", str(root))
+            self.trials.append(record(name=name, round=round_, invocations=tuple(box.invocations),
+                                      events=tuple(box.events), error=error, sandbox=str(root), **box.fields))
             if self.keep:
                 sandbox.end_strays()
             else:
@@ -70,27 +88,29 @@ class Context:
 
 
 class Box:
-    def __init__(self, spec: Spec, sandbox: Sandbox, trial: Trial, rng: random.Random):
+    def __init__(self, spec: Spec, sandbox: Sandbox, rng: random.Random):
         self.spec = spec
         # Every random choice of a trial (tokens, delays, kill points) comes from here: derived from the run's
         # seed and the trial's identity, so `--only CHECK` replays a trial exactly as the full run made it.
         self.rng = rng
         self.sandbox = sandbox
-        self.trial = trial
         self.env = sandbox.environ(spec.env)
         env_changes = {k: self.env[k] for k in ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME")}
         env_changes.update({k: self.env[k] for k in spec.env})
         self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout)
+        self.invocations: list[Invocation] = []
+        self.events: list[Event] = []
+        self.fields: dict[str, Any] = {}  # the record's own fields (start, keys, runs, ...)
         self._running: list[Running] = []
         self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
 
     def token(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"
 
-    def path(self, template: str, **extra) -> str:
+    def path(self, template: str, **extra: object) -> str:
         return self.sandbox.expand(template, **extra)
 
-    def argv(self, sub, prefix=(), **extra) -> list[str]:
+    def argv(self, sub: Any, prefix: Any = (), **extra: object) -> list[str]:
         """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`."""
         if self.unusable:
             raise TrialFailed(self.unusable)
@@ -98,33 +118,41 @@ class Box:
         return [*placeholders.expand_all(self.spec.command, values), *placeholders.expand_all(prefix, values),
                 *placeholders.expand_all(sub, values)]
 
+    def now(self) -> float:
+        return round(time.monotonic() - self.launcher.clock0, 6)
+
+    def event(self, kind: EventKind, label: str = "", detail: str = "") -> None:
+        self.events.append(Event(self.now(), kind, label, detail))
+
     def record(self, invocation: Invocation) -> Invocation:
-        invocation.sandbox = str(self.sandbox.root)
-        self.trial.invocations.append(invocation)
+        invocation = dataclasses.replace(invocation, sandbox=str(self.sandbox.root))
+        self.invocations.append(invocation)
         return invocation
 
-    def run(self, label: str, sub, prefix=(), extra_env=None, wrap=(), timeout=None, **extra) -> Invocation:
+    def run(self, label: str, sub: Any, prefix: Any = (), extra_env: dict[str, str] | None = None, wrap: Any = (),
+            timeout: float | None = None, **extra: object) -> Invocation:
         return self.record(self.launcher.run(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap))
 
-    def start(self, label: str, sub, prefix=(), extra_env=None, wrap=(), timeout=None, **extra) -> Running:
-        running = self.launcher.start(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap)
+    def start(self, label: str, sub: Any, prefix: Any = (), extra_env: dict[str, str] | None = None, wrap: Any = (),
+              timeout: float | None = None, pty: bool = False, **extra: object) -> Running:
+        running = self.launcher.start(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap, pty=pty)
         self._running.append(running)
         return running
 
     def finish(self, running: Running) -> Invocation:
         return self.record(running.finish())
 
-    def together(self, jobs) -> list[Invocation]:
+    def together(self, jobs: Any) -> list[Invocation]:
         """jobs: (label, full argv, extra env[, wrap]). Released at once from the barrier; all finished on return."""
         runnings = self.launcher.start_together(jobs)
         self._running.extend(runnings)
         return [self.record(r.finish()) for r in runnings]
 
-    def setup(self, commands=None) -> None:
+    def setup(self, commands: Any = None) -> None:
         for n, sub in enumerate(self.spec.setup if commands is None else commands):
-            inv = self.run(f"setup-{n}", sub)
+            inv = self.run(f"setup-{n}" if commands is None else f"workload-setup-{n}", sub)
             if not inv.ok:
-                raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.outcome()}; {inv.printed()})")
+                raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.ending()}; {inv.printed()})")
 
     def end_all(self) -> None:
         for running in self._running:

@@ -3,7 +3,8 @@
 Crash injection: one traced run of a writer lists its write and rename calls that touch the config file's
 directory (the config itself, or a temp file beside it); then, in a fresh sandbox each, the writer is
 SIGKILLed by strace at each of those calls in turn (`inject=CALL:signal=SIGKILL:when=N`, N counted per
-call and per process, as strace does). After each kill the file must be the old one or the new one, whole.
+call and per process, as strace does). The records keep the config before and after; the check decides
+whether it is the old or the new one, whole.
 """
 from __future__ import annotations
 
@@ -12,108 +13,101 @@ import time
 from pathlib import Path
 
 from .. import observe
-from ..configfile import Unparseable, parse
-from ..history import Trial
-from ._box import Context, TrialFailed
+from ..history import ConfigSampled, KillPoint, KillPointsFound, Sample, WriterKilled
+from ..spec import Workload
+from ..vocab import EventKind, WorkloadKind
+from ._box import Box, Context, TrialFailed
+from .workloads import read_text
 
 MAX_KILL_POINTS = 8
 KILL_CALLS = f"{observe.WRITE_CALLS},{observe.RENAME_CALLS}"
+MAX_DISTINCT_SAMPLES = 200  # distinct config contents kept; the rest are counted in `dropped`
 
 
-def _keys_workload(ctx):
-    return next((w for w in ctx.spec.workloads if w.kind == "keys" and w.config), None)
+def _keys_workload(ctx: Context) -> Workload | None:
+    return next((w for w in ctx.spec.workloads if w.kind is WorkloadKind.KEYS and w.config), None)
 
 
-def run(ctx: Context) -> list[Trial]:
+def run(ctx: Context) -> None:
     workload = _keys_workload(ctx)
     if workload is None:
-        return []
-    trials = [_sampled(ctx, workload)]
+        ctx.not_run("atomic-config", "the spec has no keys workload with a config file",
+                    "Add a keys workload with config: {path, format}.")
+        return
+    _sampled(ctx, workload)
     if not ctx.strace:
-        trials.append(Trial("atomic-config", "writer killed mid-write",
-                            facts={"point": "each write and rename", "untestable": "strace is not available to kill "
-                                   "the writer mid-write"}))
-        return trials
-    points, discovery = _kill_points(ctx, workload)
-    if discovery is not None:
-        trials.append(discovery)
-        return trials
-    for point in points:
-        trial = Trial("atomic-config", f"writer killed at {point['name']}")
-        trials.append(trial)
-        ctx.say(f"atomic config: writer killed at {point['name']}")
-        with ctx.box(trial) as box:
-            box.setup(workload.setup)
+        ctx.not_run("atomic-config/kill", f"the writer could not be killed mid-write: {ctx.strace_note}",
+                    "Install strace (apt-get install strace) and allow ptrace to test kills mid-write.")
+        return
+    for point in _kill_points(ctx, workload):
+        ctx.say(f"atomic config: writer killed at {point.name}")
+        with ctx.box(WriterKilled, f"writer killed at {point.name}", setup=workload.setup) as box:
+            assert workload.config is not None
+            box.fields.update(point=point, format=workload.config.format, key_path=workload.config.key,
+                              key="cliracekilled", value="after-kill")
             path = Path(box.path(workload.config.path))
             _seed(box, workload)
-            old = path.read_text()
+            box.fields["old"] = read_text(path)[0] or ""
             log = box.sandbox.root / "kill.log"
-            wrap = observe.kill_prefix(point["call"], when=point["when"], log=log)
-            inv = box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
-                          i=0, n=1, session_id="s0")
-            if inv.signal == 9:
-                inv.ended_by = f"sent by clirace (strace) at {point['name']}"
-            trial.facts.update(point=point["name"], format=workload.config.format, key_path=workload.config.key,
-                               old=old, after=_text(path), key="cliracekilled", value="after-kill",
-                               killed=inv.signal == 9 or observe.killed(log))
-    return trials
+            wrap = observe.kill_prefix(point.call, when=point.when, log=log)
+            box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
+                    i=0, n=1, session_id="s0")
+            if observe.killed(log):
+                box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
+            box.fields["after"] = read_text(path)[0]
 
 
-def _kill_points(ctx, workload):
-    """(points, None), or ([], a trial saying why there is nothing to kill)."""
+def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
+    """Trace one writer and choose where to kill the next ones (the record keeps the trace and the choice)."""
+    assert workload.config is not None
     ctx.say("atomic config: tracing one writer to find its kill points")
-    trial = Trial("atomic-config", "writer traced to find kill points")
-    points = []
-    with ctx.box(trial) as box:
-        box.setup(workload.setup)
+    points: list[KillPoint] = []
+    with ctx.box(KillPointsFound, "writer traced to find kill points", setup=workload.setup) as box:
         _seed(box, workload)
         path = Path(box.path(workload.config.path))
+        box.fields["config_dir"] = str(path.parent)
         prefix = box.sandbox.root / "trace" / "writer"
         prefix.parent.mkdir()
         wrap = observe.trace_prefix(prefix, KILL_CALLS)
         inv = box.run("traced-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                       i=0, n=1, session_id="s0")
+        ops = observe.file_events(prefix, box.launcher.cwd, str(box.sandbox.root))
+        box.fields["traces"] = {"traced-writer": ops}
         if not inv.ok:
-            raise TrialFailed(f"the config writer failed under trace ({inv.outcome()}; {inv.printed()})")
-        seen: dict[tuple, int] = {}
-        for event in observe.file_events(prefix, box.launcher.cwd):
-            key = (event["pid"], event["call"])
+            raise TrialFailed(f"the config writer failed under trace ({inv.ending()}; {inv.printed()})")
+        seen: dict[tuple[int, str], int] = {}
+        for op in ops:
+            key = (op.pid, op.call)
             seen[key] = seen.get(key, 0) + 1
-            touched = [p for p in event["paths"] if Path(p).parent == path.parent]
+            touched = [p for p in op.paths if Path(p).parent == path.parent]
             if touched:
-                if event["call"].startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
-                    name = f"{event['call']} #{seen[key]} onto {Path(event['paths'][-1]).name}"
+                if op.call.startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
+                    name = f"{op.call} #{seen[key]} onto {Path(op.paths[-1]).name}"
                 elif touched[0] == str(path):
-                    name = f"{event['call']} #{seen[key]} to {path.name} itself"
+                    name = f"{op.call} #{seen[key]} to {path.name} itself"
                 else:  # a temp file's name is random; say what it is, not what it is called
-                    name = f"{event['call']} #{seen[key]} to a temp file beside {path.name}"
-                points.append({"call": event["call"], "when": seen[key], "name": name})
-    if trial.error:
-        return [], trial
-    if not points:
-        trial.error = (f"the config writer never wrote or renamed anything in {path.parent}; is "
-                       "workloads[keys].config.path the file it writes?")
-        return [], trial
-    if len(points) > MAX_KILL_POINTS:  # keep the first writes, the last ones and the commit (last call)
-        keep = sorted({*range(MAX_KILL_POINTS // 2), *range(len(points) - MAX_KILL_POINTS // 2, len(points))})
-        points = [points[i] for i in keep]
-    return points, None
+                    name = f"{op.call} #{seen[key]} to a temp file beside {path.name}"
+                points.append(KillPoint(op.call, seen[key], name))
+        if len(points) > MAX_KILL_POINTS:  # keep the first writes, the last ones and the commit (last call)
+            keep = sorted({*range(MAX_KILL_POINTS // 2), *range(len(points) - MAX_KILL_POINTS // 2, len(points))})
+            points = [points[i] for i in keep]
+        box.fields["points"] = tuple(points)
+    return points
 
 
-def _seed(box, workload):
+def _seed(box: Box, workload: Workload) -> None:
     inv = box.run("seed-write", workload.run, key="cliraceseed", value="seeded", i=0, n=1, session_id="s0")
     if not inv.ok:
-        raise TrialFailed(f"the first config write failed ({inv.outcome()}; {inv.printed()})")
+        raise TrialFailed(f"the first config write failed ({inv.ending()}; {inv.printed()})")
 
 
-def _sampled(ctx, workload) -> Trial:
+def _sampled(ctx: Context, workload: Workload) -> None:
+    assert workload.config is not None
     ctx.say(f"atomic config: sampling the config during {ctx.parallel} parallel writes")
-    trial = Trial("atomic-config", "config sampled during parallel writes")
-    with ctx.box(trial) as box:
-        box.setup(workload.setup)
+    with ctx.box(ConfigSampled, "config sampled during parallel writes", setup=workload.setup) as box:
+        box.fields["format"] = workload.config.format
         _seed(box, workload)
-        path = Path(box.path(workload.config.path))
-        sampler = _Sampler(path, workload.config.format)
+        sampler = _Sampler(Path(box.path(workload.config.path)))
         jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=f"cliraces{i}", value=f"v{i}",
                                       session_id=f"s{i}"), None) for i in range(ctx.parallel)]
         sampler.start()
@@ -121,48 +115,32 @@ def _sampled(ctx, workload) -> Trial:
             box.together(jobs)
         finally:
             sampler.stop()
-        trial.facts.update(samples=sampler.samples, bad=sampler.bad, first_bad=sampler.first_bad,
-                           first_error=sampler.first_error)
-    return trial
+            box.fields.update(samples=sampler.samples, missing=sampler.missing, dropped=sampler.dropped,
+                              distinct=tuple(Sample(text, count) for text, count in sampler.seen.items()))
 
 
 class _Sampler(threading.Thread):
-    """Reads and parses the config file as fast as it can until stopped."""
+    """Reads the config file as fast as it can until stopped, keeping each distinct content once."""
 
-    def __init__(self, path: Path, fmt: str):
+    def __init__(self, path: Path):
         super().__init__(daemon=True)
-        self.path, self.fmt = path, fmt
-        self.samples = self.bad = 0
-        self.first_bad = self.first_error = None
+        self.path = path
+        self.samples = self.missing = self.dropped = 0
+        self.seen: dict[str, int] = {}
         self._halt = threading.Event()
 
-    def run(self):
+    def run(self) -> None:
         while not self._halt.is_set():
-            text = _text(self.path)
+            text, _ = read_text(self.path)
             self.samples += 1
             if text is None:  # the file vanished: a reader would find no config at all
-                self._record_bad("", "the file did not exist")
-                continue
-            try:
-                parse(text, self.fmt)
-            except Unparseable as exc:
-                self._record_bad(text, str(exc))
+                self.missing += 1
+            elif text in self.seen or len(self.seen) < MAX_DISTINCT_SAMPLES:
+                self.seen[text] = self.seen.get(text, 0) + 1
+            else:
+                self.dropped += 1
             time.sleep(0)
 
-    def _record_bad(self, text, error):
-        self.bad += 1
-        if self.first_bad is None:
-            self.first_bad, self.first_error = text[:200], error
-
-    def stop(self):
+    def stop(self) -> None:
         self._halt.set()
         self.join(5)
-
-
-def _text(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace")
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-    except OSError as exc:
-        raise TrialFailed(f"cannot read {path}: {exc}") from None

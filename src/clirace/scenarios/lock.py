@@ -1,130 +1,139 @@
 """Lock experiments: a contender while the lock is held, a bounded lock wait, and release on every exit.
 
-Each trial records what the holder and contender did; judging (is the error structured, did the next
-invocation get the lock) is left to the checks.
+Each trial records what the holder and contender did, and when clirace held, released or signalled;
+judging (did the contender get past the lock, is its error structured, did the next one get the lock) is
+left to the checks.
 """
 from __future__ import annotations
 
+import re
 import signal
 import time
 
-from ..history import Trial
-from ..lockerror import find_error, succeeded
-from ._box import Context
-from ._hold import POLL, Holder
+from ..history import LockConflict, LockRelease, LockWait
+from ..launch import Running
+from ..vocab import EventKind, HoldMode, Way
+from ._box import Box, Context
+from .hold import POLL, Holder, holder
 
 SIGNAL_WAIT = 5.0  # how long a holder may take to exit after SIGINT/SIGTERM
 RETRIES = 3  # "within a few tries" of obeying the hint
-DEFAULT_RETRY_MS = 1000  # used when the hint is unusable (that is a finding of its own)
+DEFAULT_RETRY_MS = 1000  # used when the hint cannot be read (that is a finding of its own)
 MAX_RETRY_MS = 5000  # the longest clirace waits between retries, whatever the hint says
-WAYS = ("normal", "error", "sigint", "sigterm", "sigkill")
+# How an agent would read the hint it obeys; whether the error is a valid LOCK_HELD is the checks' business.
+_HINT = re.compile(r'"retry_after_ms"\s*:\s*(\d+)')
+SIGNALS = {Way.SIGINT: signal.SIGINT, Way.SIGTERM: signal.SIGTERM, Way.SIGKILL: signal.SIGKILL}
 
 
-def _watch(box, running, holder: Holder, seconds: float) -> str:
-    """Follow a contender while the lock is held: 'exited', 'reached' (it opened the parked state) or 'waiting'."""
+def _watch(box: Box, running: Running, hold: Holder, seconds: float) -> None:
+    """Follow a contender while the lock is held until it exits, opens the parked state, or `seconds` pass."""
     deadline = time.monotonic() + seconds
-    check_reach = holder.hold.how == "park"
     while time.monotonic() < deadline:
         if running.poll() is not None:
-            return "exited"
-        if check_reach and holder.reached_by(running.pid):
-            return "reached"
+            return
+        if hold.reached_by(running.pid):
+            box.event(EventKind.REACHED_STATE, "contender")
+            return
         time.sleep(POLL)
-    return "waiting"
 
 
-def conflict(ctx: Context) -> list[Trial]:
+def conflict(ctx: Context) -> None:
     lock = ctx.spec.lock
     if lock is None:
-        return []
+        ctx.not_run("lock-conflict", "the spec has no lock section", "Add lock.contender and lock.hold.")
+        return
     ctx.say("lock: contender while the lock is held")
-    trial = Trial("lock-conflict", "contender while the lock is held")
-    with ctx.box(trial) as box:
-        baseline = box.run("baseline", lock.contender)
-        trial.facts.update(hold=lock.hold.how, baseline_ok=baseline.ok, prompt=lock.prompt)
-        with Holder(box) as holder:
-            trial.facts["ready_after"] = round(holder.start(), 4)
+    with ctx.box(LockConflict, "contender while the lock is held") as box:
+        box.fields.update(hold=lock.hold.how, prompt=lock.prompt)
+        box.run("baseline", lock.contender)
+        with holder(box) as hold:
+            hold.start()
             running = box.start("contender", lock.contender)
-            state = _watch(box, running, holder, lock.prompt)
-            trial.facts["while_held"] = state
-            trial.facts["holder_alive"] = holder.hold.how == "take" or holder._alive()
-            if state == "waiting":
-                holder.release()
-                running.deadline = time.monotonic() + ctx.spec.timeout
-                trial.facts["after_release"] = "finished"
-            elif state == "reached":
-                running.stop("sent by clirace once it had reached the state the holder was reading")
+            _watch(box, running, hold, lock.prompt)
+            if running.poll() is None:
+                if box.events[-1].kind is EventKind.REACHED_STATE:
+                    box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
+                    running.stop("sent by clirace once it had reached the state the holder was reading")
+                else:  # still waiting at the prompt: let the holder go and see whether it then completes
+                    hold.release()
+                    running.deadline = time.monotonic() + ctx.spec.timeout
             contender = box.finish(running)
-            printed = find_error(contender.stdout, contender.stderr)
-            if state == "exited" and printed.says_lock_held:
-                _follow_hint(ctx, box, holder, printed.error.get("retry_after_ms"), trial)
-    return [trial]
+            _note_holder_gone(box, hold)
+            if contender.outcome.value != "ok" and "LOCK_HELD" in contender.stdout + contender.stderr \
+                    and hold.alive():
+                _follow_hint(box, hold, contender.stdout + contender.stderr)
 
 
-def _follow_hint(ctx, box, holder, hint, trial):
+def _note_holder_gone(box: Box, hold: Holder) -> None:
+    """A tool holder that exited by itself while the contender ran may have let it through: say so."""
+    if hold.tool_holds and hold.invocation is None and not hold.alive():
+        box.event(EventKind.HOLDER_GONE, "holder")
+
+
+def _follow_hint(box: Box, hold: Holder, printed: str) -> None:
     """Act as an agent obeying retry_after_ms once the holder has finished: it should get through."""
-    holder.release()
-    wait_ms = hint if isinstance(hint, int) and not isinstance(hint, bool) and hint >= 0 else DEFAULT_RETRY_MS
-    waited = min(wait_ms, MAX_RETRY_MS)
-    trial.facts["retry"] = {"hint": hint, "waited_ms": waited, "tries": 0, "succeeded": False}
+    assert box.spec.lock is not None
+    hold.release()
+    found = _HINT.search(printed)
+    waited = min(int(found.group(1)) if found else DEFAULT_RETRY_MS, MAX_RETRY_MS)
+    box.fields["retry_wait_ms"] = waited
     for attempt in range(1, RETRIES + 1):
         time.sleep(waited / 1000)
-        inv = box.run(f"retry-{attempt}", ctx.spec.lock.contender)
-        trial.facts["retry"]["tries"] = attempt
-        if succeeded(inv):  # a LOCK_HELD with exit 0 is not getting through
-            trial.facts["retry"]["succeeded"] = True
+        if box.run(f"retry-{attempt}", box.spec.lock.contender).exit_code == 0:
             return
 
 
-def wait(ctx: Context) -> list[Trial]:
+def wait(ctx: Context) -> None:
     lock = ctx.spec.lock
     if lock is None or lock.wait_option is None:
-        return []
+        ctx.not_run("lock-wait", "the spec names no lock-wait option",
+                    'Add lock.wait_option, e.g. ["--lock-timeout", "{timeout_ms}"].')
+        return
     wait_ms = int(lock.wait * 1000)
     margin = max(1.0, lock.wait * 0.5)
     ctx.say(f"lock: contender asked to wait {wait_ms} ms")
-    trial = Trial("lock-wait", f"contender with a {wait_ms} ms lock wait")
-    with ctx.box(trial) as box:
+    with ctx.box(LockWait, f"contender with a {wait_ms} ms lock wait") as box:
         option = box.argv(lock.wait_option, timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")[len(ctx.spec.command):]
         # How long the command takes when the lock is free: start-up on a loaded machine must not be
-        # mistaken for a late timeout, so it is added to the margin.
+        # mistaken for a late timeout, so the check adds it to the margin.
         alone = box.run("alone", lock.contender, prefix=lock.wait_option, timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")
-        margin += min(alone.duration, ctx.spec.timeout) if alone.ok else 0
-        trial.facts.update(option=" ".join(option), wait_ms=wait_ms, margin_ms=int(margin * 1000),
-                           limit_s=lock.wait + margin + 2, alone_ok=alone.ok)
-        with Holder(box) as holder:
-            holder.start()
-            box.run("contender", lock.contender, prefix=lock.wait_option, timeout=lock.wait + margin + 2,
+        limit = lock.wait + margin + min(alone.duration, ctx.spec.timeout) + 2
+        box.fields.update(hold=lock.hold.how, option=" ".join(option), wait_ms=wait_ms, margin_ms=int(margin * 1000),
+                          limit_s=round(limit, 3))
+        with holder(box) as hold:
+            hold.start()
+            box.run("contender", lock.contender, prefix=lock.wait_option, timeout=limit,
                     timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")
-            trial.facts["holder_alive"] = holder.hold.how == "take" or holder._alive()
-    return [trial]
+            _note_holder_gone(box, hold)
 
 
-def release(ctx: Context) -> list[Trial]:
+def release(ctx: Context) -> None:
     lock = ctx.spec.lock
-    if lock is None or lock.hold.how == "take":
-        return []
-    trials = []
-    for way in WAYS:
-        trial = Trial("lock-release", way)
-        trials.append(trial)
-        if way == "error" and lock.error_command is None and lock.hold.invalid_content is None:
-            trial.facts["untestable"] = "no lock.error_command and no lock.hold.park.invalid_content"
+    if lock is None:
+        ctx.not_run("lock-release", "the spec has no lock section", "Add lock.contender and lock.hold.")
+        return
+    if lock.hold.how is HoldMode.TAKE:
+        ctx.not_run("lock-release", "clirace holds the lock itself (lock.hold.take), so the tool is never the holder",
+                    "Add lock.hold.command or lock.hold.park so the tool holds the lock.")
+        return
+    for way in Way:
+        if way is Way.ERROR and lock.error_command is None and lock.hold.invalid_content is None:
+            ctx.not_run("lock-release/error", "no lock.error_command and no lock.hold.park.invalid_content",
+                        "Add lock.error_command (a command that takes the lock, then fails) or "
+                        "lock.hold.park.invalid_content.")
             continue
         ctx.say(f"lock: release after {way}")
-        with ctx.box(trial) as box:
-            if way == "error" and lock.error_command is not None:
-                holder_inv = box.run("holder", lock.error_command)
+        with ctx.box(LockRelease, way.value) as box:
+            box.fields.update(way=way, hold=lock.hold.how, signal_wait=SIGNAL_WAIT)
+            if way is Way.ERROR and lock.error_command is not None:
+                box.run("holder", lock.error_command)
             else:
-                with Holder(box, pty=(way == "sigint")) as holder:
-                    holder.start()
-                    if way == "normal":
-                        holder_inv = holder.release()
-                    elif way == "error":
-                        holder_inv = holder.release(invalid=True)
+                with holder(box, pty=(way is Way.SIGINT)) as hold:
+                    hold.start()
+                    if way is Way.NORMAL:
+                        hold.release()
+                    elif way is Way.ERROR:
+                        hold.release(invalid=True)
                     else:
-                        sig = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}[way]
-                        holder_inv = holder.interrupt(sig, SIGNAL_WAIT)
-            trial.facts["holder_timed_out"] = holder_inv.timed_out
+                        hold.interrupt(SIGNALS[way], SIGNAL_WAIT)
             box.run("next", lock.contender)
-    return trials

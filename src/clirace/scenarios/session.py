@@ -1,48 +1,44 @@
-"""Session isolation: parallel runs with distinct session ids, then without, watching the temp files each writes.
+"""Session isolation: parallel runs with distinct session ids, then without, watching the files each writes.
 
-Which files an invocation writes is only known from a trace (strace); without it the trial records that
-observation was not available, and the check reports the criterion as not tested.
+Which files an invocation writes is only known from a trace (strace); without it the record says it was
+not traced, and the check reports the criterion as not tested.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from .. import observe
-from ..history import Trial
+from ..history import SessionRun
 from ._box import Context
 from .workloads import DELAY_MS, run_outputs
 
 
-def run(ctx: Context) -> list[Trial]:
+def run(ctx: Context) -> None:
     session = ctx.spec.session
     if session is None:
-        return []
-    command = session.run or ctx.spec.workload("output").run
-    trials = []
+        ctx.not_run("session", "the spec does not say how to pass a session id",
+                    'Add session.flag (e.g. ["--session-id", "{session_id}"]) or session.env.')
+        return
+    output = ctx.spec.workload("output")
+    command = session.run or (output.run if output else ())
     for with_ids in (True, False):
         name = "with session ids" if with_ids else "without session ids"
         ctx.say(f"session: {ctx.parallel} parallel runs {name}")
-        trial = Trial("session", name)
-        trials.append(trial)
-        with ctx.box(trial) as box:
+        with ctx.box(SessionRun, name) as box:
             trace_dir = box.sandbox.root / "trace"
             trace_dir.mkdir()
-            # Traced and amplified like a workload round: the trace decides the temp paths, the delays make
-            # any clobbering of outputs likely to show as well.
-            wrap = (lambda label: observe.amplify_prefix(trace_dir / label, box.rng.randint(*DELAY_MS))) if ctx.strace else None
+            # Traced and amplified like a workload round: the trace shows the temp paths, the delays make any
+            # clobbering of outputs likely to show as well.
+            wrap: Any = None
+            if ctx.strace:
+                wrap = lambda label: observe.amplify_prefix(trace_dir / label, box.rng.randint(*DELAY_MS))  # noqa: E731
             token = box.token()
             ids = [f"sess{i}-{token}" for i in range(ctx.parallel)] if with_ids else None
-            runs = run_outputs(ctx, box, command, "run", session_flag=session.flag if with_ids else None,
-                               session_env=session.env if with_ids else None, wrap=wrap, session_ids=ids)
-            temp_dirs = [box.path(d) for d in session.temp_dirs]
-            trial.facts.update(with_ids=with_ids, runs=runs, temp_dirs=temp_dirs, traced=ctx.strace)
+            box.fields.update(with_ids=with_ids, traced=ctx.strace,
+                              temp_dirs=tuple(box.path(d) for d in session.temp_dirs))
+            box.fields["runs"] = run_outputs(ctx, box, command, "run", session_flag=session.flag if with_ids else None,
+                                             session_env=session.env if with_ids else None, wrap=wrap, session_ids=ids)
             if ctx.strace:
-                trial.facts["temp_writes"] = {
-                    label: [p for p in observe.written_paths(observe.file_events(trace_dir / label, box.launcher.cwd))
-                            if any(_under(p, d) for d in temp_dirs)]
-                    for label in runs}
-    return trials
-
-
-def _under(path: str, directory: str) -> bool:
-    return Path(path) == Path(directory) or Path(directory) in Path(path).parents
+                root = str(box.sandbox.root)
+                box.fields["traces"] = {label: observe.file_events(trace_dir / label, box.launcher.cwd, root)
+                                        for label in box.fields["runs"]}

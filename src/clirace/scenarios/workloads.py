@@ -3,121 +3,114 @@
 One trial per workload per round. When strace can trace, every round after the first is amplified: each
 invocation runs under strace, which records its file operations and delays its writes and renames by a
 few milliseconds chosen from the seed (see observe.amplify_prefix). The first round stays plain, so a tool
-is also seen at its natural speed. Every value the invariant needs (start, keys written, items seeded,
-inputs, delays) is recorded in the trial's facts, so the checks judge the history alone.
+is also seen at its natural speed. The record keeps every value the invariant needs (start, keys written,
+items queued, inputs, delays) and what was read back, raw: the checks parse and judge it.
 """
 from __future__ import annotations
 
-import re
+import os
+import stat
 from pathlib import Path
+from typing import Any
 
 from .. import observe
-from ..history import Trial
-from ._box import Box, Context, TrialFailed
+from ..history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, WorkloadRound
+from ..spec import Workload
+from ..vocab import Outcome, WorkloadKind
+from ._box import Box, Context
 
-INTEGER = re.compile(r"-?\d+")
 DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python start-up spread on 2 cores
+READ_CAP = 256 * 1024  # bytes of a target-written file kept in the history
 
 
-def run(ctx: Context) -> list[Trial]:
-    trials = []
+def run(ctx: Context) -> None:
     for workload in ctx.spec.workloads:
-        if ctx.only and workload.kind not in ctx.only:  # --only counter runs the counter workload alone
+        if ctx.only and workload.kind.value not in ctx.only:  # --only counter runs the counter workload alone
             continue
+        record, runner = RUNNERS[workload.kind]
         for round_ in range(ctx.rounds):
             amplified = ctx.strace and round_ > 0
             ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel"
                     + (" (amplified)" if amplified else ""))
-            trial = Trial(workload.kind, workload.name, round_)
-            trial.facts["amplified"] = amplified
-            with ctx.box(trial) as box:
-                box.setup(workload.setup)
-                RUNNERS[workload.kind](ctx, box, workload, trial, Parallel(ctx, box, trial, amplified))
-            trials.append(trial)
-    return trials
+            with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
+                box.fields.update(workload=workload.name, amplified=amplified)
+                runner(ctx, box, workload, Parallel(box, amplified))
 
 
 class Parallel:
     """Starts one parallel round, wrapped in the amplifier when asked, and keeps what it observed."""
 
-    def __init__(self, ctx: Context, box: Box, trial: Trial, amplified: bool):
-        self.ctx, self.box, self.trial, self.amplified = ctx, box, trial, amplified
+    def __init__(self, box: Box, amplified: bool):
+        self.box, self.amplified = box, amplified
         self.trace_dir = box.sandbox.root / "trace"
 
     def wrap(self, label: str) -> list[str]:
         if not self.amplified:
             return []
         delay = self.box.rng.randint(*DELAY_MS)
-        self.trial.facts.setdefault("delays_ms", {})[label] = delay
+        self.box.fields.setdefault("delays_ms", {})[label] = delay
         self.trace_dir.mkdir(exist_ok=True)
         return observe.amplify_prefix(self.trace_dir / label, delay)
 
-    def run(self, jobs):
+    def run(self, jobs: list[Any]) -> None:
         """jobs: (label, full argv, extra env, [ignored wrap]); the amplifier wraps each when on."""
         self.box.together([(label, argv, env, self.wrap(label)) for label, argv, env, *_ in jobs])
         if self.amplified:
             root = str(self.box.sandbox.root)
-            self.trial.facts["observed"] = {
-                label: observe.summary(observe.file_events(self.trace_dir / label, self.box.launcher.cwd), root)
-                for label, *_ in jobs}
+            self.box.fields["traces"] = {label: observe.file_events(self.trace_dir / label, self.box.launcher.cwd, root)
+                                         for label, *_ in jobs}
 
 
-def _read_int(box, workload, label):
-    inv = box.run(label, workload.read)
-    found = re.search(workload.value, inv.stdout, re.MULTILINE) if workload.value else INTEGER.search(inv.stdout)
-    text = (found.group(1) if found.groups() else found.group()) if found else ""
-    if not inv.ok or not re.fullmatch(r"\s*-?\d+\s*", text):
-        what = f"a counter matching {workload.value!r}" if workload.value else "an integer"
-        raise TrialFailed(f"the read command {inv.command()!r} did not print {what} ({inv.outcome()}; {inv.printed()})")
-    return int(text)
-
-
-def _counter(ctx, box, workload, trial, parallel):
-    start = workload.start if workload.start is not None else _read_int(box, workload, "read-before")
+def _counter(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
+    box.fields.update(start=workload.start, pattern=workload.value)
+    if workload.start is None:
+        box.run("read-before", workload.read)
     parallel.run([(f"inc-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
                   for i in range(ctx.parallel)])
-    trial.facts.update(start=start, final=_read_int(box, workload, "read-after"))
+    box.run("read-after", workload.read)
 
 
-def _keys(ctx, box, workload, trial, parallel):
+def _keys(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
     token = box.token()
-    keys = {f"set-{i}": [f"cliracek{i}", f"v{i}-{token}"] for i in range(ctx.parallel)}
-    trial.facts["keys"] = keys
+    keys = {f"set-{i}": (f"cliracek{i}", f"v{i}-{token}") for i in range(ctx.parallel)}
+    box.fields["keys"] = keys
     parallel.run([(label, box.argv(workload.run, i=i, n=ctx.parallel, key=k, value=v, session_id=f"s{i}"), None)
                   for i, (label, (k, v)) in enumerate(keys.items())])
     if workload.config:
-        path = Path(box.path(workload.config.path))
-        trial.facts["config"] = {"path": str(path), "format": workload.config.format,
-                                 "key": workload.config.key, "text": read_text(path)}
-    else:
-        found = {}
-        for label, (key, _value) in keys.items():
-            if box.trial.invocation(label).ok:
-                inv = box.run(f"get-{label[4:]}", workload.read, key=key)
-                found[key] = inv.stdout.strip() if inv.ok else None
-        trial.facts["read"] = found
+        box.fields["config"] = snapshot(box, workload)
+        return
+    for label, (key, _value) in keys.items():
+        writer = next(inv for inv in box.invocations if inv.label == label)
+        if writer.outcome is not Outcome.FAIL:  # a write that may have applied is read back too
+            box.run(f"get-{label[4:]}", workload.read, key=key)
 
 
-def _claim(ctx, box, workload, trial, parallel):
+def snapshot(box: Box, workload: Workload) -> ConfigSnapshot:
+    assert workload.config is not None
+    path = Path(box.path(workload.config.path))
+    text, why = read_text(path)
+    return ConfigSnapshot(str(path), workload.config.format, workload.config.key, text, why)
+
+
+def _claim(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
     token = box.token()
-    items = [f"item{i}-{token}" for i in range(ctx.parallel)]
+    items = tuple(f"item{i}-{token}" for i in range(ctx.parallel))
+    box.fields.update(items=items, pattern=workload.claimed)
     for i, item in enumerate(items):
-        inv = box.run(f"add-{i}", workload.add, item=item, i=i)
-        if not inv.ok:
-            raise TrialFailed(f"adding queue item failed: {' '.join(inv.argv)!r} ({inv.outcome()}; {inv.printed()})")
-    trial.facts.update(items=items, pattern=workload.claimed)
+        box.run(f"add-{i}", workload.add, item=item, i=i)
     parallel.run([(f"claim-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
                   for i in range(ctx.parallel)])
     if workload.list:
-        inv = box.run("list-after", workload.list)
-        trial.facts["remaining"] = [line.strip() for line in inv.stdout.splitlines() if line.strip()] if inv.ok else None
+        box.run("list-after", workload.list)
 
 
-def _output(ctx, box, workload, trial, parallel):
-    trial.facts["runs"] = run_outputs(ctx, box, workload.run, "out", run=parallel.run)
+def _output(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
+    box.fields["runs"] = run_outputs(ctx, box, workload.run, "out", run=parallel.run)
 
 
-def run_outputs(ctx, box, command, prefix, session_flag=None, session_env=None, wrap=None, session_ids=None, run=None):
+def run_outputs(ctx: Context, box: Box, command: Any, prefix: str, session_flag: Any = None,
+                session_env: str | None = None, wrap: Any = None, session_ids: list[str] | None = None,
+                run: Any = None) -> dict[str, OutputRun]:
     """N parallel runs, each with its own input file holding a unique token; returns what each produced."""
     token = box.token()
     io = box.sandbox.root / "io"
@@ -131,19 +124,37 @@ def run_outputs(ctx, box, command, prefix, session_flag=None, session_env=None, 
         sid = session_ids[i] if session_ids else f"s{i}"
         argv = box.argv(command, prefix=session_flag or (), i=i, n=ctx.parallel, input=inp, output=out, session_id=sid)
         jobs.append((label, argv, {session_env: sid} if session_env else None, wrap(label) if wrap else ()))
-        runs[label] = {"marker": marker, "output": str(out), "session_id": sid}
+        runs[label] = OutputRun(marker=marker, output=str(out), session_id=sid)
     (run or box.together)(jobs)
-    for facts in runs.values():
-        facts["produced"] = read_text(Path(facts["output"]))
-    return runs
+    return {label: OutputRun(r.marker, r.output, r.session_id, read_text(Path(r.output))[0]) for label, r in runs.items()}
 
 
-def read_text(path: Path, limit: int = 256 * 1024) -> str | None:
+def read_text(path: Path, limit: int = READ_CAP) -> tuple[str | None, str]:
+    """(the file's text, "") or (None, why there is none): a missing file, or not a regular file.
+
+    Opened without blocking and read only if it is a regular file, at most `limit` bytes: a target may have
+    put a named pipe or a link to /dev/zero where its config was, and judging must not hang on it."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return None, "not a regular file (a named pipe, device or directory)"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit).decode("utf-8", errors="replace"), ""
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    finally:
+        os.close(fd)
 
 
-RUNNERS = {"counter": _counter, "keys": _keys, "claim": _claim, "output": _output}
+RUNNERS: dict[WorkloadKind, tuple[type[WorkloadRound], Any]] = {
+    WorkloadKind.COUNTER: (CounterRound, _counter),
+    WorkloadKind.KEYS: (KeysRound, _keys),
+    WorkloadKind.CLAIM: (ClaimRound, _claim),
+    WorkloadKind.OUTPUT: (OutputRound, _output),
+}

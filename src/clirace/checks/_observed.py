@@ -1,0 +1,138 @@
+"""What traced file operations mean: files written, in-place rewrites, renames, and locking mechanisms.
+
+The history keeps the operations strace saw; these readings of them live here, beside the checks, so that
+a better reading (a new kind of lock file, say) applies to histories saved before it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ..history import FileOp, History, Trial, WorkloadRound
+
+RENAMES = ("rename", "renameat", "renameat2")
+# An exclusively created temp file (tmpXXXX, tmp_obj_XXXX, x.tmp, x-temp-1) is not a lock file.
+_TEMP_NAME = re.compile(r"^tmp|[._-]te?mp(?:[._-]|$)", re.IGNORECASE)
+
+
+def written_paths(ops: tuple[FileOp, ...]) -> list[str]:
+    """Files a process created or wrote: opened for writing, or the target of a rename."""
+    out = []
+    for op in ops:
+        if not op.ok:
+            continue
+        if op.writes and op.paths:
+            out.append(op.paths[0])
+        elif op.call in RENAMES and len(op.paths) >= 2:
+            out.append(op.paths[1])
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What one invocation did to files in its sandbox; paths shown as {sandbox}/..."""
+    written: list[str]
+    in_place: list[str]  # opened with O_TRUNC and never replaced by a rename
+    renamed_onto: list[str]
+    locks: list[str]  # locking mechanisms, in words
+
+
+def summary(ops: tuple[FileOp, ...], within: str) -> Summary:
+    root = within.rstrip("/") + "/"
+
+    def inside(path: str) -> bool:
+        return path.startswith(root)
+
+    def short(text: str) -> str:  # paths read the same in every trial
+        return text.replace(root, "{sandbox}/")
+
+    written = [p for p in written_paths(ops) if inside(p)]
+    in_place = sorted({op.paths[0] for op in ops if op.ok and op.call in ("open", "openat", "openat2") and op.paths
+                       and inside(op.paths[0]) and "O_TRUNC" in op.flags and "O_EXCL" not in op.flags})
+    renamed_onto = {op.paths[1] for op in ops if op.ok and op.call in RENAMES and len(op.paths) >= 2
+                    and inside(op.paths[1])}
+    return Summary(written=[short(p) for p in written],
+                   in_place=[short(p) for p in in_place if p not in renamed_onto],  # replaced by rename in the end
+                   renamed_onto=sorted(short(dst) for dst in renamed_onto),
+                   locks=[short(m) for m in mechanisms(ops)])
+
+
+def mechanisms(ops: tuple[FileOp, ...]) -> list[str]:
+    """The locking mechanisms a trace shows, in words, with the file each one is on."""
+    found = []
+    # A file created with O_EXCL and then renamed is a temp file (mkstemp), not a lock file.
+    renamed = {op.paths[0] for op in ops if op.call in RENAMES and op.paths}
+    for op in ops:
+        path = op.paths[0] if op.paths else "?"
+        if op.lock and op.call == "flock":
+            found.append(f"flock on {path}")
+        elif op.lock and op.call == "fcntl":
+            found.append(f"fcntl record lock on {path}")
+        elif ("O_EXCL" in op.flags and "O_CREAT" in op.flags and path not in renamed
+              and not _TEMP_NAME.search(os.path.basename(path))):  # git's objects/xx/tmp_obj_*: linked, not renamed
+            found.append(f"lock file created with O_CREAT|O_EXCL: {path}")
+        elif path.endswith(("-journal", "-wal")):
+            found.append(f"sqlite ({os.path.basename(path)})")
+    return list(dict.fromkeys(found))
+
+
+def summaries(trial: Trial) -> dict[str, Summary]:
+    """label -> Summary, for a trial whose invocations were traced (empty otherwise)."""
+    traces = getattr(trial, "traces", None) or {}
+    return {label: summary(ops, trial.sandbox) for label, ops in traces.items()}
+
+
+def describe(trial: Trial) -> str:
+    """One sentence on how the traced invocations of a trial wrote files: shared paths, in-place writes, locks."""
+    observed = summaries(trial)
+    if not observed:
+        return ""
+    n = len(observed)
+    writers = Counter(path for s in observed.values() for path in set(s.written))
+    parts = [f"all {n} invocations wrote {path}" if count == n else f"{count} of {n} invocations wrote {path}"
+             for path, count in writers.most_common() if count > 1][:2]
+    in_place = sorted({p for s in observed.values() for p in s.in_place})
+    if in_place:
+        parts.append(f"rewrote {', '.join(in_place[:2])} in place (O_TRUNC) instead of temp + rename")
+    renamed = sorted({p for s in observed.values() for p in s.renamed_onto})
+    if renamed:
+        parts.append(f"replaced {', '.join(renamed[:2])} by rename")
+    locks = sorted({m for s in observed.values() for m in s.locks})
+    parts.append(f"locking seen: {', '.join(locks)}" if locks else "no lock call seen (flock, fcntl, O_EXCL)")
+    return "; ".join(parts)
+
+
+def observed_lines(history: History) -> list[str]:
+    """How the tool was seen to lock and write, from every traced round (empty without strace).
+
+    Paths that differ only by a random part (a run id, a mkstemp suffix) are shown once, with a count.
+    """
+    lines: dict[str, set[str]] = {}
+    traced = False
+
+    def note(template: str, path: str) -> None:
+        if not path.startswith("{sandbox}/io/"):  # clirace's own input and output files
+            lines.setdefault(template.format(_shape(path)), set()).add(path)
+
+    for trial in history.trials:
+        if not isinstance(trial, WorkloadRound):  # session runs and kill traces would repeat them per id
+            continue
+        for s in summaries(trial).values():
+            traced = True
+            for lock in s.locks:
+                note("locks with {}", lock)
+            for path in s.renamed_onto:
+                note("replaces {} by rename (atomic)", path)
+            for path in s.in_place:
+                note("rewrites {} in place (O_TRUNC)", path)
+    if traced and not any(line.startswith("locks with") for line in lines):
+        lines["no lock call seen in any traced invocation (flock, fcntl, O_CREAT|O_EXCL)"] = set()
+    return [line + (f" ({len(paths)} distinct paths)" if len(paths) > 1 else "") for line, paths in lines.items()]
+
+
+def _shape(path: str) -> str:
+    """A path with its random parts (hex run ids, mkstemp suffixes) replaced by *."""
+    path = re.sub(r"[0-9a-f]{8,}", "*", path)
+    return re.sub(r"(?<=[.-])(?=[A-Za-z0-9_]*[0-9])[A-Za-z0-9_]{6,10}$", "*", path)

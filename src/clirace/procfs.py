@@ -1,0 +1,67 @@
+"""Everything clirace reads from /proc, in one place: which processes exist, their state, group, parent,
+environment, open files and where they sleep. Each reader returns an empty value once the process is gone."""
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+
+
+def pids() -> Iterator[int]:
+    """Every process on the machine but this one."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            yield int(entry)
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, session, ...; [] once it is gone.
+    (comm may hold spaces and parentheses, hence the split at the last ")".)"""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].decode(errors="replace").split()
+    except (OSError, IndexError):
+        return []
+
+
+def environ(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def wchan(pid: int) -> str:
+    """The kernel function the process sleeps in ("pipe_read", ...); "" or "0" where hidden or running."""
+    try:
+        with open(f"/proc/{pid}/wchan") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def group(pgid: int) -> list[int]:
+    """Processes whose process group is `pgid` (each invocation leads its own group)."""
+    return [pid for pid in pids() if stat_fields(pid)[2:3] == [str(pgid)]]
+
+
+def children_of(ppid: int) -> list[int]:
+    return [pid for pid in pids() if stat_fields(pid)[1:2] == [str(ppid)]]
+
+
+def has_open_fifo(pid: int, fifo_id: tuple[int, int]) -> bool:
+    """Whether `pid` has the named pipe (st_dev, st_ino) open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == fifo_id and stat.S_ISFIFO(st.st_mode):
+            return True
+    return False

@@ -1,0 +1,75 @@
+"""The experiments, each named once: its check, the scenario that runs it, and (from the rubric's data) the
+criterion it decides and the rule codes it can emit.
+
+The pipeline reads this to run what `--only` asks for and to judge; `clirace checks` prints it; the tests
+walk it. Scenarios do not know the checks, and checks do not know the scenarios: only this table does.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from .catalogue import load_section, rules
+from .checks import REGISTRY
+from .findings import UNKNOWN, Verdict
+from .history import History
+
+# check id -> the scenario whose records it judges. Workload checks share the workloads scenario, and the
+# two lock-conflict checks share one experiment.
+SCENARIO_OF = {
+    "counter": "workloads",
+    "keys": "workloads",
+    "claim": "workloads",
+    "output": "workloads",
+    "lock-excludes": "lock-conflict",
+    "lock-error-structured": "lock-conflict",
+    "lock-released-on-exit": "lock-release",
+    "lock-wait-timeout": "lock-wait",
+    "session-isolation": "session",
+    "atomic-config-writes": "atomic-config",
+}
+# Earlier names of checks, still accepted by --only (replay commands printed by older versions use them).
+ALIASES = {"lock-release": "lock-released-on-exit", "atomic-config": "atomic-config-writes"}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    check: str
+    scenario: str
+    judge: Callable[[History], Verdict]
+
+    @cached_property
+    def criterion(self) -> str:
+        return next(c["id"] for level in load_section()["levels"] for c in level.get("criteria", [])
+                    if self.check in c["checks"])
+
+    @cached_property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(code for code, rule in rules().items() if rule.get("check") == self.check)
+
+
+EXPERIMENTS: dict[str, Experiment] = {check: Experiment(check, SCENARIO_OF[check], judge)
+                                      for check, judge in REGISTRY.items()}
+
+
+def resolve(name: str) -> str | None:
+    """The check id a user's --only names (current or earlier name), or None."""
+    name = ALIASES.get(name, name)
+    return name if name in EXPERIMENTS else None
+
+
+def scenarios_for(only: tuple[str, ...]) -> set[str]:
+    return {EXPERIMENTS[c].scenario for c in only} if only else {e.scenario for e in EXPERIMENTS.values()}
+
+
+def judge_all(history: History) -> dict[str, Verdict]:
+    """Every check's verdict; a check that raises is reported as unknown with the error, never aborting the run."""
+    verdicts = {}
+    for check_id, experiment in EXPERIMENTS.items():
+        try:
+            verdicts[check_id] = experiment.judge(history)
+        except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
+            verdicts[check_id] = Verdict(check_id, UNKNOWN, f"the check itself failed ({type(exc).__name__}: {exc}); "
+                                         "this is a bug in clirace, please report it")
+    return verdicts

@@ -1,0 +1,314 @@
+"""Keeping the tool's lock busy, three ways (spec `lock.hold`), one small strategy class each:
+
+- CommandHold: a test hook of the tool that takes the lock and waits for {release_file} (or {hold_seconds});
+- ParkHold: a real invocation, parked while it reads a state file that clirace has replaced by a named pipe
+  (the tool reads that file after taking its lock, so while it waits on the pipe it holds the lock);
+- TakeHold: clirace takes the lock itself, the way the tool does (no tool process holds it).
+
+The first two make the tool itself the holder, so they can also end it normally, with an error, or by a
+signal (SIGINT arrives as a real Ctrl-C typed on the holder's own pseudo-terminal). Every holder records a
+`held` event once it holds the lock and a `released` or `signal-sent` event when clirace lets it go.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import signal
+import stat
+import time
+from pathlib import Path
+
+from .. import procfs
+from ..history import Invocation
+from ..launch import Running
+from ..spec import Hold as HoldSpec
+from ..vocab import EventKind, HoldMode, LockKind, ReadyKind
+from ._box import Box, TrialFailed
+
+POLL = 0.005
+
+
+class Holder:
+    """The interface every strategy keeps; see the module docstring."""
+    tool_holds = True  # the tool itself is the holder (so its release can be tested)
+
+    def __init__(self, box: Box, pty: bool = False):
+        self.box = box
+        self.spec: HoldSpec = box.spec.lock.hold  # type: ignore[union-attr]
+        self.pty = pty
+        self.running: Running | None = None
+        self.invocation: Invocation | None = None
+        io = box.sandbox.root / "io"
+        self.ready_file, self.release_file = io / "hold.ready", io / "hold.release"
+
+    def start(self) -> float:
+        """Take the lock; returns the seconds until it was held."""
+        t0 = time.monotonic()
+        self._take()
+        self.box.event(EventKind.HELD, "holder")
+        return time.monotonic() - t0
+
+    def _take(self) -> None:
+        raise NotImplementedError
+
+    def reached_by(self, pid: int) -> bool:
+        """Whether the process group `pid` got at the state the holder is reading (only a park can tell)."""
+        return False
+
+    def alive(self) -> bool:
+        return self.running is not None and self.running.poll() is None
+
+    def release(self, invalid: bool = False) -> Invocation | None:
+        """Let the holder finish normally (with `invalid`, make it fail); its invocation once it exited."""
+        self.box.event(EventKind.RELEASED, "holder", "with content that makes it fail" if invalid else "")
+        self._let_go(invalid)
+        return self.wait(self.release_wait()) if self.running is not None else None
+
+    def _let_go(self, invalid: bool) -> None:
+        raise NotImplementedError
+
+    def release_wait(self) -> float:
+        return self.box.spec.timeout
+
+    # --- ending a holder that is a tool process ---------------------------------------------------------
+    def _spawn(self, sub, **extra) -> None:
+        self.running = self.box.start("holder", sub, pty=self.pty, **extra)
+
+    def interrupt(self, sig: int, wait: float) -> Invocation:
+        """Stop the holder with `sig` (SIGINT as Ctrl-C on its terminal when pty); wait for it to exit."""
+        assert self.running is not None
+        typed = self.pty and sig == signal.SIGINT
+        self.box.event(EventKind.SIGNAL_SENT, "holder", signal.Signals(sig).name + (" (Ctrl-C typed)" if typed else ""))
+        if typed:
+            self.running.type_interrupt()
+        else:
+            self.running.signal_group(sig)
+        inv = self.wait(wait)
+        self._restore()
+        return inv
+
+    def wait(self, timeout: float) -> Invocation:
+        """Wait for the holder to exit; if it does not within `timeout`, the invocation says timed_out."""
+        if self.invocation is None:
+            assert self.running is not None
+            self.running.deadline = time.monotonic() + timeout
+            self.invocation = self.box.finish(self.running)
+        return self.invocation
+
+    def end(self, why: str = "sent by clirace once the trial was over") -> Invocation | None:
+        if self.running is None:
+            return None
+        if self.alive():
+            self.running.ended_by = why  # so that the evidence does not read as if the tool had crashed
+            self.box.event(EventKind.SIGNAL_SENT, "holder", f"SIGKILL ({why})")
+            self.running.signal_group(signal.SIGKILL)
+        inv = self.wait(2.0)
+        self._restore()
+        return inv
+
+    def _not_ready(self, why: str) -> None:
+        inv = self.end("sent by clirace because it never showed that it held the lock")
+        said = f" ({inv.ending()}; {inv.printed()})" if inv else ""
+        raise TrialFailed(f"the lock holder never held the lock: {why}{said}")
+
+    def _restore(self) -> None:
+        pass
+
+    def close(self) -> None:
+        """Leave nothing behind: the holder ended, clirace's own lock dropped, the pipe replaced."""
+        if self.running is not None and self.invocation is None:
+            self.end()
+        self._restore()
+
+    def __enter__(self) -> Holder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CommandHold(Holder):
+    """A test hook: `lock.hold.command`, ready when `lock.hold.ready` says so, released by {release_file}."""
+
+    def hold_seconds(self) -> float:
+        lock = self.box.spec.lock
+        assert lock is not None
+        return lock.prompt + lock.wait + 5
+
+    def release_wait(self) -> float:
+        # A hook that only knows {hold_seconds} ends by itself then: its release may take that long.
+        uses_release_file = any("{release_file}" in arg for arg in self.spec.command or ())
+        return self.box.spec.timeout + (0 if uses_release_file else self.hold_seconds())
+
+    def _take(self) -> None:
+        self._spawn(self.spec.command, ready_file=self.ready_file, release_file=self.release_file,
+                    hold_seconds=f"{self.hold_seconds():g}")
+        assert self.spec.ready is not None and self.running is not None
+        kind, value = self.spec.ready
+        if kind is ReadyKind.DELAY:
+            time.sleep(float(value))  # type: ignore[arg-type]
+            if not self.alive():
+                self._not_ready("it exited during the ready delay")
+            return
+        deadline = time.monotonic() + self.box.spec.timeout
+        pattern = re.compile(str(value)) if kind in (ReadyKind.STDOUT, ReadyKind.STDERR) else None
+        path = Path(self.box.path(str(value), ready_file=self.ready_file)) if kind is ReadyKind.FILE else None
+        while time.monotonic() < deadline:
+            if path is not None and path.exists():
+                return
+            if pattern is not None and pattern.search(self.running.printed_on(kind.value)):
+                return
+            if not self.alive():
+                self._not_ready("it exited before signalling readiness")
+            time.sleep(POLL)
+        self._not_ready(f"no readiness signal ({kind}: {value}) within {self.box.spec.timeout:g}s")
+
+    def _let_go(self, invalid: bool) -> None:
+        self.release_file.touch()
+
+
+class ParkHold(Holder):
+    """A real invocation parked on a named pipe put where it reads its state (after taking its lock)."""
+
+    def __init__(self, box: Box, pty: bool = False):
+        super().__init__(box, pty)
+        self.path = Path(box.path(self.spec.fifo or ""))
+        self.content = ""
+        self._fd: int | None = None
+        self._fifo_id: tuple[int, int] | None = None
+
+    def _take(self) -> None:
+        path = self.path
+        if self.spec.content is not None:
+            self.content = self.spec.content
+        else:
+            self.content = path.read_text() if path.is_file() else ""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        os.mkfifo(path, 0o600)
+        st = path.stat()
+        self._fifo_id = (st.st_dev, st.st_ino)
+        self._spawn(self.spec.command)
+        deadline = time.monotonic() + self.box.spec.timeout
+        while time.monotonic() < deadline:
+            try:
+                self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                self._settle(deadline)
+                return  # the holder has the pipe open for reading: it is past its lock and parked
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+            if not self.alive():
+                self._not_ready(f"it exited without opening {path} (is it a file the command reads after locking?)")
+            time.sleep(POLL)
+        self._not_ready(f"it never opened {path} within {self.box.spec.timeout:g}s")
+
+    def _settle(self, deadline: float) -> None:
+        """Wait until the parked reader is asleep in its read of the pipe, not merely past open().
+
+        Why: a signal landing between open() and read() is noted by Python but acted on only after the
+        read, which never returns while the pipe stays open, so a holder that handles Ctrl-C would look as
+        if it ignored it. The kernel names where a process sleeps in /proc/PID/wchan (anon_pipe_read,
+        pipe_read or pipe_wait, by kernel version); where that is not readable, a short pause stands in.
+        """
+        assert self.running is not None and self._fifo_id is not None
+        while time.monotonic() < deadline:
+            readers = [pid for pid in procfs.group(self.running.pid) if procfs.has_open_fifo(pid, self._fifo_id)]
+            states = [procfs.wchan(pid) for pid in readers]
+            if any("pipe" in state for state in states):
+                return
+            if readers and all(state in ("", "0") for state in states):
+                time.sleep(0.1)  # wchan hidden here: give the reader time to reach its read()
+                return
+            if not self.alive():
+                return  # judged by whoever waits for it next
+            time.sleep(POLL / 5)
+
+    def reached_by(self, pid: int) -> bool:
+        fifo = self._fifo_id
+        return fifo is not None and any(procfs.has_open_fifo(proc, fifo) for proc in procfs.group(pid))
+
+    def _let_go(self, invalid: bool) -> None:
+        self._restore()
+        assert self._fd is not None
+        os.write(self._fd, ((self.spec.invalid_content or "") if invalid else self.content).encode())
+        os.close(self._fd)
+        self._fd = None
+
+    def _restore(self) -> None:
+        """Put a regular file with the original content back where the pipe was."""
+        if self._fifo_id is None:
+            return
+        path = self.path
+        try:
+            st = path.lstat()
+            is_our_fifo = stat.S_ISFIFO(st.st_mode) and (st.st_dev, st.st_ino) == self._fifo_id
+        except FileNotFoundError:
+            is_our_fifo = False
+        if is_our_fifo:
+            tmp = path.with_name(path.name + ".clirace-restore")
+            tmp.write_text(self.content)
+            os.replace(tmp, path)
+        if self._fd is not None and self.invocation is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class TakeHold(Holder):
+    """clirace takes the lock itself: an exclusive-create lock file, a flock or an fcntl lock."""
+    tool_holds = False
+
+    def __init__(self, box: Box, pty: bool = False):
+        super().__init__(box, pty)
+        self.path = Path(box.path(self.spec.path or ""))
+        self._fd: int | None = None
+        self._lock_file: Path | None = None
+
+    def _take(self) -> None:
+        path = self.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if self.spec.kind is LockKind.EXCLUSIVE_CREATE:
+            content = self.box.path(self.spec.content or "", pid=os.getpid(), now=int(time.time()))
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                raise TrialFailed(f"clirace could not take the lock: {path} already exists after setup") from None
+            os.write(fd, content.encode())
+            os.close(fd)
+            self._lock_file = path
+            return
+        self._fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            if self.spec.kind is LockKind.FLOCK:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            else:
+                fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise TrialFailed(f"clirace could not take the {self.spec.kind} lock on {path}: it is held") from None
+
+    def alive(self) -> bool:
+        return self._fd is not None or self._lock_file is not None
+
+    def _let_go(self, invalid: bool) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.unlink(missing_ok=True)
+            self._lock_file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+STRATEGIES: dict[HoldMode, type[Holder]] = {HoldMode.COMMAND: CommandHold, HoldMode.PARK: ParkHold,
+                                             HoldMode.TAKE: TakeHold}
+
+
+def holder(box: Box, pty: bool = False) -> Holder:
+    """The strategy the spec's `lock.hold` names."""
+    assert box.spec.lock is not None
+    return STRATEGIES[box.spec.lock.hold.how](box, pty)

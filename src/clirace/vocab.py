@@ -1,0 +1,77 @@
+"""The closed vocabularies shared by the spec, the history and the checks: each word defined once.
+
+Every enum is a str, so specs, saved histories and JSON carry the plain words ("park", "counter").
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class _Word(str, Enum):
+    def __str__(self) -> str:
+        return self.value
+
+
+class WorkloadKind(_Word):
+    COUNTER = "counter"
+    KEYS = "keys"
+    CLAIM = "claim"
+    OUTPUT = "output"
+
+
+class HoldMode(_Word):
+    """How the lock is kept busy (spec `lock.hold`)."""
+    COMMAND = "command"  # a test hook of the tool holds it until released
+    PARK = "park"  # a real invocation, parked while it reads a state file made a named pipe
+    TAKE = "take"  # clirace takes the lock itself; the tool is never the holder
+
+
+class ReadyKind(_Word):
+    """How a hook holder shows that it holds the lock (spec `lock.hold.ready`)."""
+    FILE = "file"
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    DELAY = "delay"
+
+
+class LockKind(_Word):
+    """The lock clirace takes itself with `lock.hold.take`."""
+    EXCLUSIVE_CREATE = "exclusive-create"
+    FLOCK = "flock"
+    FCNTL = "fcntl"
+
+
+class ConfigFormat(_Word):
+    JSON = "json"
+    YAML = "yaml"
+    TOML = "toml"
+    INI = "ini"
+
+
+class Outcome(_Word):
+    """What an invocation's end says about its effect, as Jepsen records it: ok (exit 0: applied), fail
+    (a non-zero exit: not applied, as far as the tool says), unknown (timed out or killed: it may or may not
+    have applied). Every invariant takes an unknown as a bound, never as a failure."""
+    OK = "ok"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+class Way(_Word):
+    """How the lock holder ends in the release experiment."""
+    NORMAL = "normal"
+    ERROR = "error"
+    SIGINT = "sigint"
+    SIGTERM = "sigterm"
+    SIGKILL = "sigkill"
+
+
+class EventKind(_Word):
+    """Timestamped things clirace did or saw during a trial, beside the invocations themselves."""
+    HELD = "held"  # the holder was seen holding the lock
+    RELEASED = "released"  # clirace let the holder go on (release file, pipe fed, lock dropped)
+    SIGNAL_SENT = "signal-sent"  # clirace sent a signal to an invocation (detail: the signal name)
+    REACHED_STATE = "reached-state"  # a contender opened the state file the parked holder was reading
+    STOPPED = "stopped"  # clirace stopped a contender on purpose (detail: why)
+    KILL_INJECTED = "kill-injected"  # strace's log shows it SIGKILLed a process of the invocation
+    HOLDER_GONE = "holder-gone"  # the holder had exited on its own, before clirace let it go
