@@ -3,19 +3,30 @@ import json
 
 import pytest
 
-from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
-from clirace.lockerror import find_error
+import dataclasses
 
-from .histories import history, inv, trial
+from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
+from clirace.history import LockConflict, LockRelease, LockWait, NotRun
+from clirace.lockerror import find_error
+from clirace.vocab import EventKind, HoldMode, Way
+
+from .histories import event, history, inv
 
 ENVELOPE = json.dumps({"ok": False, "data": None, "error": {
     "code": "LOCK_HELD", "message": "Another run is active (pid 42, started 3s ago)", "retryable": True,
     "retry_after_ms": 250}}, indent=2)
 
 
-def conflict(contender, while_held="exited", baseline_ok=True, holder_alive=True):
-    return trial("lock-conflict", invocations=[inv("baseline"), contender], while_held=while_held,
-                 baseline_ok=baseline_ok, holder_alive=holder_alive, prompt=5.0, hold="park")
+def conflict(contender, while_held="exited", baseline_ok=True, holder_alive=True, retries=()):
+    events = [event(EventKind.HELD, 0.0)]
+    if while_held == "reached":
+        events.append(event(EventKind.REACHED_STATE, 0.01, "contender"))
+    if while_held == "waiting":
+        events.append(event(EventKind.RELEASED, 0.01))
+    if not holder_alive:
+        events.append(event(EventKind.HOLDER_GONE, 0.06))
+    return LockConflict(invocations=(inv("baseline", 0 if baseline_ok else 1), contender, *retries),
+                        events=tuple(events), prompt=5.0, hold=HoldMode.PARK, retry_wait_ms=250)
 
 
 @pytest.mark.parametrize("stdout,stderr", [
@@ -91,15 +102,21 @@ def test_failing_baseline_makes_lock_checks_unknown():
 
 
 def test_no_lock_section_is_not_tested():
-    assert lock_excludes.check(history()).status == "not_tested"
-    assert lock_release.check(history()).status == "not_tested"
-    assert lock_wait.check(history()).status == "not_tested"
+    skipped = [NotRun(experiment=e, why="the spec has no lock section") for e in ("lock-conflict", "lock-release", "lock-wait")]
+    for check in (lock_excludes, lock_release, lock_wait):
+        v = check.check(history(*skipped))
+        assert v.status == "not_tested" and v.summary == "the spec has no lock section"
 
 
-def release(way, holder_exit, next_exit, signal=None, timed_out=False, **facts):
-    return trial("lock-release", name=way, invocations=[
-        inv("holder", holder_exit, signal=signal, timed_out=timed_out), inv("next", next_exit, stderr="lock file exists")],
-        holder_timed_out=timed_out, **facts)
+def test_a_contender_past_the_lock_after_the_holder_died_is_undecided():
+    h = history(conflict(inv("contender", 0), holder_alive=False))
+    assert lock_excludes.check(h).status == "unknown"
+
+
+
+def release(way, holder_exit, next_exit, signal=None, timed_out=False):
+    return LockRelease(name=way, way=Way(way), invocations=(
+        inv("holder", holder_exit, signal=signal, timed_out=timed_out), inv("next", next_exit, stderr="lock file exists")))
 
 
 def all_released():
@@ -129,8 +146,9 @@ def test_lock_left_after_sigkill_is_only_advice():
 
 def test_untestable_error_way_is_not_tested_not_passed():
     trials = all_released()
-    trials[1] = trial("lock-release", name="error", untestable="no lock.error_command")
-    assert lock_release.check(history(*trials)).status == "not_tested"
+    trials[1] = NotRun(experiment="lock-release/error", why="no lock.error_command")
+    v = lock_release.check(history(*trials))
+    assert v.status == "not_tested" and "no lock.error_command" in v.summary
 
 
 def test_holder_ignoring_sigterm_fails():
@@ -140,8 +158,9 @@ def test_holder_ignoring_sigterm_fails():
 
 
 def waited(exit_code, ms, stdout=ENVELOPE, timed_out=False):
-    return trial("lock-wait", invocations=[inv("contender", exit_code, stdout=stdout, ended=ms / 1000, timed_out=timed_out)],
-                 option="--lock-timeout 1000", wait_ms=1000, margin_ms=1000, limit_s=4.0, holder_alive=True)
+    return LockWait(invocations=(inv("alone", 0, ended=0.0), inv("contender", exit_code, stdout=stdout, ended=ms / 1000,
+                                                                   timed_out=timed_out)),
+                    option="--lock-timeout 1000", wait_ms=1000, margin_ms=1000, limit_s=4.0)
 
 
 @pytest.mark.parametrize("case,status,code", [
@@ -159,16 +178,12 @@ def test_lock_wait(case, status, code):
 
 
 def test_retry_hint_that_never_gets_through_fails():
-    t = conflict(inv("contender", 4, stdout=ENVELOPE))
-    t.invocations += [inv("retry-1", 4, stdout=ENVELOPE), inv("retry-2", 4, stdout=ENVELOPE), inv("retry-3", 4, stdout=ENVELOPE)]
-    t.facts["retry"] = {"hint": 250, "waited_ms": 250, "tries": 3, "succeeded": False}
+    t = conflict(inv("contender", 4, stdout=ENVELOPE), retries=[inv(f"retry-{n}", 4, stdout=ENVELOPE) for n in (1, 2, 3)])
     v = lock_structured.check(history(t))
     assert v.status == "fail" and v.findings[0].code == "CR208"
 
 
 def test_retry_hint_that_gets_through_passes():
-    t = conflict(inv("contender", 4, stdout=ENVELOPE))
-    t.invocations.append(inv("retry-1", 0))
-    t.facts["retry"] = {"hint": 250, "waited_ms": 250, "tries": 1, "succeeded": True}
+    t = conflict(inv("contender", 4, stdout=ENVELOPE), retries=[inv("retry-1", 0)])
     v = lock_structured.check(history(t))
     assert v.status == "pass" and "got through on try 1" in v.summary

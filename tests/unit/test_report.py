@@ -1,21 +1,28 @@
 """Reports rendered from a literal history: what strace saw, grouped findings, all three formats."""
+import dataclasses
 import io
 import json
 
-from clirace.history import History
+from clirace.history import CounterRound, FileOp, History, LockConflict
 from clirace.pipeline import judge
 from clirace.report import render_text, to_json, to_markdown
 from clirace.report.text import console
 
-from .histories import history, inv, trial
+from .histories import history, inv
+
+
+def _ops(i):
+    counter = "/sb/state/counter"
+    return (FileOp(1, "openat", (counter,), True, ("O_TRUNC", "O_WRONLY"), writes=True),
+            FileOp(1, "write", (counter,), True, writes=True),
+            FileOp(1, "rename", (f"/sb/tmp/run-{i:016x}/r.tmp", f"/sb/tmp/run-{i:016x}/r.json"), True),
+            FileOp(1, "rename", (f"/sb/io/o.tmp{i}", f"/sb/io/out-{i}"), True))
 
 
 def observed_counter_history():
-    summaries = {f"inc-{i}": {"written": ["{sandbox}/state/counter"], "in_place": ["{sandbox}/state/counter"],
-                              "renamed_onto": [f"{{sandbox}}/tmp/run-{i:016x}/r.json", f"{{sandbox}}/io/out-{i}"],
-                              "locks": []} for i in range(3)}
-    rounds = [trial("counter", round_=r, invocations=[inv(f"inc-{i}") for i in range(3)], start=0, final=1,
-                    amplified=bool(r), observed=summaries if r else None) for r in range(2)]
+    rounds = [CounterRound(round=r, invocations=(*(inv(f"inc-{i}") for i in range(3)), inv("read-after", stdout="1")),
+                           start=0, amplified=bool(r), traces={f"inc-{i}": _ops(i) for i in range(3)} if r else {},
+                           sandbox="/sb") for r in range(2)]
     return history(*rounds)
 
 
@@ -41,18 +48,18 @@ def test_every_format_renders_the_same_verdict():
 
 
 def test_a_signal_clirace_sent_does_not_read_as_a_crash_and_survives_a_saved_history(tmp_path):
-    parked = inv("holder", exit_code=None, signal=9)
-    parked.ended_by = "sent by clirace once the trial was over"
-    assert parked.outcome() == "killed by SIGKILL, sent by clirace once the trial was over"
-    assert inv("crashed", exit_code=None, signal=11).outcome() == "killed by SIGSEGV"
-    history(trial("lock-conflict", invocations=[parked])).save(tmp_path / "h.json")
+    parked = dataclasses.replace(inv("holder", exit_code=None, signal=9), ended_by="sent by clirace once the trial was over")
+    assert parked.ending() == "killed by SIGKILL, sent by clirace once the trial was over"
+    assert inv("crashed", exit_code=None, signal=11).ending() == "killed by SIGSEGV"
+    history(LockConflict(invocations=(parked,))).save(tmp_path / "h.json")
     reloaded = History.load(tmp_path / "h.json").trials[0].invocations[0]
-    assert reloaded.outcome() == parked.outcome()
+    assert reloaded.ending() == parked.ending()
 
 
 def test_evidence_names_the_sandbox_not_its_random_path():
-    shown = inv("contender", exit_code=255, stderr="error: could not lock /tmp/clirace-x1/lock-9f/home/.gitconfig")
-    shown.argv, shown.sandbox = ["git", "config", "--file", "/tmp/clirace-x1/lock-9f/home/.gitconfig"], "/tmp/clirace-x1/lock-9f"
+    shown = dataclasses.replace(inv("contender", exit_code=255, stderr="error: could not lock /tmp/clirace-x1/lock-9f/home/.gitconfig"),
+                                argv=("git", "config", "--file", "/tmp/clirace-x1/lock-9f/home/.gitconfig"),
+                                sandbox="/tmp/clirace-x1/lock-9f")
     assert shown.command() == "git config --file {sandbox}/home/.gitconfig"
     assert shown.printed() == "stderr: error: could not lock {sandbox}/home/.gitconfig"
     assert "/tmp/clirace-x1" in shown.stderr  # the history keeps what the target really printed

@@ -1,15 +1,23 @@
 """Session isolation and atomic config checks on literal histories."""
 from clirace.checks import atomic_config, session
+from clirace.history import (ConfigSampled, FileOp, KillPoint, KillPointsFound, NotRun, OutputRun, Sample, SessionRun,
+                             WriterKilled)
+from clirace.vocab import EventKind
 
-from .histories import history, inv, trial
+from .histories import event, history, inv
+
+
+def wrote(path):
+    return FileOp(pid=1, call="openat", paths=(path,), ok=True, flags=("O_CREAT", "O_WRONLY"), writes=True)
 
 
 def session_trial(with_ids, writes, observed=True, produced=None):
-    runs = {label: {"marker": f"m{i}", "output": f"/o{i}", "produced": (produced or {}).get(label, f"m{i}"),
-                    "session_id": f"sess{i}"} for i, label in enumerate(writes)}
-    return trial("session", name="with" if with_ids else "without", invocations=[inv(label) for label in writes],
-                 with_ids=with_ids, runs=runs, temp_dirs=["/sb/tmp"], traced=observed,
-                 temp_writes=writes if observed else None)
+    runs = {label: OutputRun(f"m{i}", f"/o{i}", f"sess{i}", (produced or {}).get(label, f"m{i}"))
+            for i, label in enumerate(writes)}
+    traces = {label: tuple(wrote(p) for p in paths) for label, paths in writes.items()} if observed else {}
+    return SessionRun(name="with" if with_ids else "without", invocations=tuple(inv(label) for label in writes),
+                      with_ids=with_ids, runs=runs, temp_dirs=("/sb/tmp",), traced=observed, traces=traces,
+                      sandbox="/sb")
 
 
 def test_session_paths_with_own_ids_pass():
@@ -45,12 +53,14 @@ def test_clobbered_output_fails_even_without_observation():
 
 
 def killed(after, old='{"a": "1"}', point="its first write to the config file"):
-    return trial("atomic-config", name=point, invocations=[inv("killed-writer", None, signal=9)], point=point,
-                 format="json", key_path="{key}", old=old, after=after, key="k", value="v", killed=True)
+    return WriterKilled(name=point, invocations=(inv("killed-writer", None, signal=9),), point=KillPoint("write", 1, point),
+                        key_path="{key}", old=old, after=after, key="k", value="v",
+                        events=(event(EventKind.KILL_INJECTED, 0.01, "killed-writer"),))
 
 
 def sampled(bad=0):
-    return trial("atomic-config", name="sampled", samples=500, bad=bad, first_bad="" if bad else None, first_error=None)
+    torn = (Sample('{"a": ', bad),) if bad else ()
+    return ConfigSampled(name="sampled", samples=500, distinct=(Sample('{"a": "1"}', 500 - bad), *torn))
 
 
 def test_atomic_pass_when_old_or_new_whole():
@@ -73,12 +83,12 @@ def test_atomic_torn_read():
 
 
 def test_atomic_without_strace_is_not_tested():
-    untestable = trial("atomic-config", name="kill", point="x", untestable="strace is not available")
+    untestable = NotRun(experiment="atomic-config/kill", why="strace is not available")
     assert atomic_config.check(history(sampled(), untestable, strace=False)).status == "not_tested"
 
 
 def test_atomic_ignores_the_trace_run_that_found_the_kill_points():
-    discovery = trial("atomic-config", name="writer traced to find kill points")
+    discovery = KillPointsFound(points=(KillPoint("write", 1, "its first write to the config file"),))
     h = history(sampled(), discovery, killed('{"a": "1"}'))
     assert atomic_config.check(h).status == "pass"
 
@@ -87,3 +97,13 @@ def test_atomic_new_content_may_hold_the_value_wrapped_as_the_spec_writes_it():
     wrapped = killed('{"a": "1", "k": "https://v.example/"}', point="its first rename")
     assert atomic_config.check(history(sampled(), wrapped)).status == "pass"
     assert [f.code for f in atomic_config.check(history(sampled(), killed('{"a": "1", "k": "w"}'))).findings] == ["CR602"]
+
+
+def test_a_writer_that_wrote_nothing_near_its_config_is_undecided():
+    v = atomic_config.check(history(sampled(), KillPointsFound(config_dir="/sb/home/.config/tool")))
+    assert v.status == "unknown" and "never wrote or renamed anything" in v.summary
+
+
+def test_a_vanished_config_is_torn_for_a_reader():
+    v = atomic_config.check(history(ConfigSampled(samples=10, missing=2, distinct=(Sample('{"a": "1"}', 8),))))
+    assert [f.code for f in v.findings] == ["CR601"] and v.findings[0].args["bad"] == 2

@@ -1,12 +1,16 @@
 """Workload checks on literal histories: each invariant, its finding code, and the rates over rounds."""
+import dataclasses
+
 from clirace.checks import claim, counter, keys, output
+from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun
+from clirace.vocab import ConfigFormat
 
-from .histories import history, inv, trial
+from .histories import history, inv
 
 
-def counter_trial(start, final, oks, round_=0):
+def counter_trial(start, final, oks, round_=0, extra=()):
     invs = [inv(f"inc-{i}", 0 if ok else 4) for i, ok in enumerate(oks)]
-    return trial("counter", round_=round_, invocations=invs, start=start, final=final)
+    return CounterRound(round=round_, invocations=(*invs, *extra, inv("read-after", stdout=f"{final}\n")), start=start)
 
 
 def test_counter_passes_when_every_success_counted():
@@ -33,8 +37,7 @@ def test_counter_reports_nondeterministic_rounds():
 
 
 def test_counter_error_round_is_unknown_not_pass():
-    broken = trial("counter", start=0, final=0)
-    broken.error = "setup command failed"
+    broken = CounterRound(start=0, error="setup command failed")
     v = counter.check(history(broken))
     assert v.status == "unknown"
 
@@ -43,10 +46,11 @@ def test_no_workload_is_not_applicable():
     assert counter.check(history()).status == "not_applicable"
 
 
-def keys_trial(text, oks, fmt="json"):
-    ks = {f"set-{i}": [f"k{i}", f"v{i}"] for i in range(len(oks))}
-    invs = [inv(label, 0 if ok else 1) for label, ok in zip(ks, oks)]
-    return trial("keys", invocations=invs, keys=ks, config={"path": "c", "format": fmt, "key": "{key}", "text": text})
+def keys_trial(text, oks, fmt="json", round_=0):
+    ks = {f"set-{i}": (f"k{i}", f"v{i}") for i in range(len(oks))}
+    invs = tuple(inv(label, 0 if ok else 1) for label, ok in zip(ks, oks))
+    return KeysRound(round=round_, invocations=invs, keys=ks,
+                     config=ConfigSnapshot("c", ConfigFormat(fmt), "{key}", text))
 
 
 def test_keys_lost_write():
@@ -70,13 +74,31 @@ def test_keys_stale_value_in_ini():
 
 
 def test_keys_read_command_variant():
-    t = trial("keys", invocations=[inv("set-0")], keys={"set-0": ["k0", "v0"]}, read={"k0": None})
+    t = KeysRound(invocations=(inv("set-0"), inv("get-0", 1)), keys={"set-0": ("k0", "v0")})
     assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
 
 
-def claim_trial(outputs, remaining=None):
+def test_a_key_read_back_empty_with_exit_0_is_lost_not_stale():
+    t = KeysRound(invocations=(inv("set-0"), inv("get-0", 0, stdout="\n")), keys={"set-0": ("k0", "v0")})
+    assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
+
+
+def test_a_writer_killed_at_its_deadline_may_have_written_or_not():
+    killed = inv("set-1", None, timed_out=True)
+    absent = KeysRound(invocations=(inv("set-0"), killed), keys={"set-0": ("k0", "v0"), "set-1": ("k1", "v1")},
+                       config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", '{"k0": "v0"}'))
+    assert keys.check(history(absent)).status == "pass"
+    present = dataclasses.replace(absent, config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", '{"k0": "v0", "k1": "v1"}'))
+    assert keys.check(history(present)).status == "pass"
+    wrong = dataclasses.replace(absent, config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", '{"k0": "v0", "k1": "v0"}'))
+    assert [f.code for f in keys.check(history(wrong)).findings] == ["CR112"]
+
+
+def claim_trial(outputs, remaining=None, round_=0):
     invs = [inv(f"claim-{i}", 0 if out else 3, stdout=f"claimed {out}\n" if out else "") for i, out in enumerate(outputs)]
-    return trial("claim", invocations=invs, items=["a", "b", "c"], pattern=r"^claimed (\S+)$", remaining=remaining)
+    if remaining is not None:
+        invs.append(inv("list-after", stdout="".join(f"{item}\n" for item in remaining)))
+    return ClaimRound(round=round_, invocations=tuple(invs), items=("a", "b", "c"), pattern=r"^claimed (\S+)$")
 
 
 def test_claim_double():
@@ -95,8 +117,8 @@ def test_claim_all_good():
 
 
 def output_trial(produced):
-    runs = {f"out-{i}": {"marker": f"m{i}", "output": f"/o{i}", "produced": p} for i, p in enumerate(produced)}
-    return trial("output", invocations=[inv(label) for label in runs], runs=runs)
+    runs = {f"out-{i}": OutputRun(f"m{i}", f"/o{i}", produced=p) for i, p in enumerate(produced)}
+    return OutputRound(invocations=tuple(inv(label) for label in runs), runs=runs)
 
 
 def test_output_clobbered_names_the_other_run():
@@ -116,19 +138,18 @@ def test_counter_with_no_successful_increment_is_unknown_not_a_vacuous_pass():
 
 def test_lock_held_with_exit_zero_is_a_refusal_not_a_lost_increment():
     refused = '{"ok": false, "error": {"code": "LOCK_HELD", "retry_after_ms": 100}}'
-    invs = [inv("inc-0", 0, stdout="1"), inv("inc-1", 0, stdout=refused), inv("inc-2", 0, stdout=refused)]
-    v = counter.check(history(trial("counter", invocations=invs, start=0, final=1)))
+    invs = (inv("inc-0", 0, stdout="1"), inv("inc-1", 0, stdout=refused), inv("inc-2", 0, stdout=refused),
+            inv("read-after", stdout="1\n"))
+    v = counter.check(history(CounterRound(invocations=invs, start=0)))
     assert v.status == "pass"
 
 
 def test_summaries_total_every_failed_round_not_the_first_rounds_figure():
-    rounds = [keys_trial('{"k0": "v0"}', [True, True, True]), keys_trial('{"k0": "v0", "k1": "v1"}', [True, True, True])]
-    for n, t in enumerate(rounds):
-        t.round = n
+    rounds = [keys_trial('{"k0": "v0"}', [True, True, True]),
+              keys_trial('{"k0": "v0", "k1": "v1"}', [True, True, True], round_=1)]
     assert keys.check(history(*rounds)).summary.startswith(
         "lost 3 of 6 keys written by invocations that exited 0 in 2 of 2 rounds")
-    doubled, lost = claim_trial(["a", "a", "b"], remaining=["c"]), claim_trial(["a", None, None], remaining=[])
-    lost.round = 1
+    doubled, lost = claim_trial(["a", "a", "b"], remaining=["c"]), claim_trial(["a", None, None], remaining=[], round_=1)
     assert claim.check(history(doubled, lost)).summary.startswith(
         "1 item(s) claimed more than once; 2 item(s) neither claimed nor left in the queue in 2 of 2 rounds")
     assert output.check(history(output_trial(["m1 result", "m1 result"]))).summary.startswith(
@@ -178,16 +199,25 @@ def test_outputs_that_hold_no_input_at_all_are_undecided_not_clobbered():
     assert [f.code for f in output.check(history(output_trial(["H4sIAAAA", "m0 result"]))).findings] == ["CR131", "CR131"]
 
 
-def test_a_counter_read_through_its_value_pattern(tmp_path):
+def test_a_counter_read_through_its_value_pattern():
     # 'v2 count: 5' read as "the first integer" is 2 before and after: 8 lost increments that never were.
-    from clirace.scenarios import workloads
-    from clirace.spec import Workload
+    reads = (inv("read-before", stdout="tool v2 count: 5\n"), inv("read-after", stdout="tool v2 count: 5\n"))
+    plain = CounterRound(invocations=reads)
+    assert counter.read_counter(plain, "read-after") == 2
+    patterned = CounterRound(invocations=reads, pattern=r"count: (\d+)")
+    assert counter.read_counter(patterned, "read-after") == 5
 
-    class Box:  # the one call _read_int makes: run the read command
-        def run(self, label, argv):
-            return inv(label, stdout="tool v2 count: 5\n")
 
-    plain = Workload(kind="counter", name="c", run=("incr",), read=("get",))
-    assert workloads._read_int(Box(), plain, "read-after") == 2
-    patterned = Workload(kind="counter", name="c", run=("incr",), read=("get",), value=r"count: (\d+)")
-    assert workloads._read_int(Box(), patterned, "read-after") == 5
+def test_an_increment_killed_at_its_deadline_is_a_bound_not_a_phantom():
+    killed = inv("inc-2", None, timed_out=True, ended=10.0)
+    for final in (2, 3):  # it may or may not have counted
+        assert counter.check(history(counter_trial(0, final, [True, True], extra=[killed]))).status == "pass"
+    assert [f.code for f in counter.check(history(counter_trial(0, 4, [True, True], extra=[killed]))).findings] == ["CR102"]
+    assert [f.code for f in counter.check(history(counter_trial(0, 1, [True, True], extra=[killed]))).findings] == ["CR101"]
+
+
+def test_a_claim_killed_at_its_deadline_may_hold_an_unlisted_item():
+    killed = inv("claim-2", None, timed_out=True)
+    t = ClaimRound(invocations=(inv("claim-0", stdout="claimed a\n"), inv("claim-1", stdout="claimed b\n"), killed,
+                                inv("list-after", stdout="")), items=("a", "b", "c"), pattern=r"^claimed (\S+)$")
+    assert claim.check(history(t)).status == "pass"

@@ -1,0 +1,76 @@
+"""The history is the contract: it round-trips exactly, refuses what it cannot read with the JSON path, and
+keeps raw observations only, so that a saved history is judged by today's checks."""
+import json
+
+import pytest
+
+from clirace.configfile import Unparseable
+from clirace.errors import HistoryError
+from clirace.history import ConfigSnapshot, History, KeysRound, LockConflict
+from clirace.pipeline import judge
+from clirace.vocab import ConfigFormat, EventKind
+
+from .histories import event, history, inv
+
+
+def keys_round(text='{"cliracek0": "v0"}'):
+    return KeysRound(workload="keys#0", invocations=(inv("set-0"),), keys={"set-0": ("cliracek0", "v0")},
+                     config=ConfigSnapshot("/c.json", ConfigFormat.JSON, "{key}", text))
+
+
+def saved(tmp_path, h):
+    path = tmp_path / "h.json"
+    h.save(path)
+    return path
+
+
+def test_a_history_round_trips_to_the_same_records_and_verdicts(tmp_path):
+    h = history(keys_round(), LockConflict(invocations=(inv("baseline"), inv("contender", 1)),
+                                           events=(event(EventKind.HELD, 0.0),)))
+    loaded = History.load(saved(tmp_path, h))
+    assert loaded == h
+    assert {k: v.to_dict() for k, v in judge(loaded).verdicts.items()} == \
+        {k: v.to_dict() for k, v in judge(h).verdicts.items()}
+
+
+def test_a_changed_check_changes_the_verdict_of_a_saved_history(tmp_path, monkeypatch):
+    """Nothing judged at launch time survives in the history: re-judging uses the checks of today."""
+    path = saved(tmp_path, history(keys_round()))
+    assert judge(History.load(path)).verdicts["keys"].status == "pass"
+
+    def stricter(text, fmt):
+        raise Unparseable("a stricter parser")
+    monkeypatch.setattr("clirace.checks.keys.parse", stricter)
+    assert [f.code for f in judge(History.load(path)).verdicts["keys"].findings] == ["CR113"]
+
+
+def test_an_unknown_version_is_refused_with_a_message(tmp_path):
+    path = saved(tmp_path, history(keys_round()))
+    data = json.loads(path.read_text())
+    data["version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(HistoryError, match="version 99"):
+        History.load(path)
+    old = {"format": "clirace-history/1", "spec_path": "x", "seed": 1, "trials": []}
+    path.write_text(json.dumps(old))
+    with pytest.raises(HistoryError, match="version 1"):
+        History.load(path)
+
+
+@pytest.mark.parametrize("mutate,where", [
+    (lambda d: d["trials"][0].update(kind="nonsense"), "$.trials[0].kind"),
+    (lambda d: d["trials"][0].update(round="1"), "$.trials[0].round"),
+    (lambda d: d["trials"][0]["invocations"][0].update(exit_code=True), "$.trials[0].invocations[0].exit_code"),
+    (lambda d: d["trials"][0]["keys"].update({"set-0": ["k"]}), "$.trials[0].keys.set-0"),
+    (lambda d: d["trials"][0]["config"].update(format="xml"), "$.trials[0].config.format"),
+    (lambda d: d["trials"][0].update(facts={}), "$.trials[0].facts"),
+    (lambda d: d.update(options=None), "$.options"),
+])
+def test_a_damaged_history_is_refused_with_the_json_path(tmp_path, mutate, where):
+    path = saved(tmp_path, history(keys_round()))
+    data = json.loads(path.read_text())
+    mutate(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(HistoryError) as caught:
+        History.load(path)
+    assert where in str(caught.value)

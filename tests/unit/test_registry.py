@@ -1,0 +1,93 @@
+"""The registry names each experiment once; every rule code it lists is reachable: for each code, a literal
+history on which the code's own check reports it (driven by the registry, so a new code needs an example)."""
+import dataclasses
+import json
+
+import pytest
+
+from clirace.registry import EXPERIMENTS, SCENARIO_OF, resolve
+from clirace.rubric import load_section, rules
+from clirace.scenarios import SCENARIOS
+from clirace.vocab import Way
+
+from . import test_lock_checks as lock
+from . import test_session_atomic_checks as sa
+from . import test_workload_checks as wl
+from .histories import history, inv
+
+BARE = '{"code": "LOCK_HELD", "retry_after_ms": 5}'
+
+
+def release_history(replace_way=None, trial=None):
+    trials = lock.all_released()
+    if replace_way is not None:
+        trials = [trial if t.way is replace_way else t for t in trials]
+    return history(*trials)
+
+
+EXAMPLES = {
+    "CR101": lambda: history(wl.counter_trial(5, 6, [True, True, True])),
+    "CR102": lambda: history(wl.counter_trial(0, 3, [True, False, False])),
+    "CR111": lambda: history(wl.keys_trial('{"k0": "v0"}', [True, True])),
+    "CR112": lambda: history(wl.keys_trial('{"k0": "v9"}', [True])),
+    "CR113": lambda: history(wl.keys_trial('{"k0": "v', [True])),
+    "CR121": lambda: history(wl.claim_trial(["a", "a", "b"], remaining=["c"])),
+    "CR122": lambda: history(wl.claim_trial(["a", None, None], remaining=["b"])),
+    "CR131": lambda: history(wl.output_trial(["m1 result", "m1 result"])),
+    "CR132": lambda: history(wl.output_trial([None, "m1"])),
+    "CR201": lambda: history(lock.conflict(inv("contender", 0))),
+    "CR202": lambda: history(lock.conflict(inv("contender", 1, stderr="Error: lock file exists"))),
+    "CR203": lambda: history(lock.conflict(inv("contender", 0, stdout=lock.ENVELOPE))),
+    "CR204": lambda: history(lock.conflict(inv("contender", 1, stdout=json.dumps({"error": {"code": "LOCK_HELD"}})))),
+    "CR205": lambda: history(lock.conflict(inv("contender", 1, stdout='{"code": "LOCK_HELD", "retry_after_ms": "5"}'))),
+    "CR206": lambda: history(lock.conflict(inv("contender", 1, stdout='{"code": "BUSY", "retry_after_ms": 5}'))),
+    "CR207": lambda: history(lock.conflict(inv("contender", 0), while_held="waiting")),
+    "CR208": lambda: history(lock.conflict(inv("contender", 4, stdout=lock.ENVELOPE),
+                                           retries=[inv("retry-1", 4, stdout=lock.ENVELOPE)])),
+    "CR301": lambda: release_history(Way.NORMAL, lock.release("normal", 0, 1)),
+    "CR302": lambda: release_history(Way.ERROR, lock.release("error", 3, 1)),
+    "CR303": lambda: release_history(Way.SIGINT, lock.release("sigint", None, 1, signal=2)),
+    "CR304": lambda: release_history(Way.SIGTERM, lock.release("sigterm", None, 1, signal=15)),
+    "CR305": lambda: release_history(Way.SIGTERM, lock.release("sigterm", None, 0, signal=9, timed_out=True)),
+    "CR401": lambda: history(lock.waited(None, 4000, timed_out=True)),
+    "CR402": lambda: history(lock.waited(1, 1050, stdout="timed out")),
+    "CR403": lambda: history(lock.waited(4, 30)),
+    "CR404": lambda: history(lock.waited(4, 2500)),
+    "CR501": lambda: history(sa.session_trial(True, {"run-0": ["/sb/tmp/t/x/r"]}), sa.session_trial(False, {"run-0": []})),
+    "CR502": lambda: history(sa.session_trial(True, {"run-0": []}),
+                             sa.session_trial(False, {"run-0": ["/sb/tmp/r"], "run-1": ["/sb/tmp/r"]})),
+    "CR503": lambda: history(dataclasses.replace(sa.session_trial(True, {"run-0": []}), invocations=(inv("run-0", 1),)),
+                             sa.session_trial(False, {"run-0": []})),
+    "CR601": lambda: history(sa.sampled(bad=3)),
+    "CR602": lambda: history(sa.sampled(), sa.killed("")),
+    "CR603": lambda: history(sa.sampled(), dataclasses.replace(
+        wl.keys_trial('{"k0": "v0"}', [True]), sandbox="/sb",
+        config=dataclasses.replace(wl.keys_trial("", [True]).config, path="/sb/c.json"),
+        traces={"set-0": (sa.FileOp(1, "openat", ("/sb/c.json",), True, ("O_TRUNC", "O_WRONLY"), writes=True),)})),
+    "CR901": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
+    "CR902": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
+    "CR903": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
+    "CR904": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
+    "CR905": lambda: release_history(Way.SIGKILL, lock.release("sigkill", None, 1, signal=9)),
+    "CR906": lambda: release_history(),
+}
+
+
+def test_every_experiment_is_named_once_and_matches_the_rubric_and_the_scenarios():
+    rubric_checks = {c for level in load_section()["levels"] for crit in level.get("criteria", []) for c in crit["checks"]}
+    assert set(EXPERIMENTS) == rubric_checks == set(SCENARIO_OF)
+    assert {e.scenario for e in EXPERIMENTS.values()} == set(SCENARIOS)
+    for code, rule in rules().items():
+        assert rule["check"] in EXPERIMENTS, code
+    assert resolve("lock-release") == "lock-released-on-exit" and resolve("nonsense") is None
+
+
+def test_every_code_of_every_experiment_has_an_example():
+    codes = {code for e in EXPERIMENTS.values() for code in e.codes}
+    assert codes == set(EXAMPLES) == set(rules())
+
+
+@pytest.mark.parametrize("check_id,code", [(e.check, c) for e in EXPERIMENTS.values() for c in e.codes])
+def test_every_code_is_reachable_from_its_own_check(check_id, code):
+    verdict = EXPERIMENTS[check_id].judge(EXAMPLES[code]())
+    assert code in [f.code for f in verdict.findings], verdict
