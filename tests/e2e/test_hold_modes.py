@@ -39,7 +39,7 @@ def test_take_flock_the_way_the_tool_does(tmp_path):
     assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "pass"
     assert statuses["lock-wait-timeout"] == "pass"
     assert statuses["lock-released-on-exit"] == "not_tested"
-    assert "holds the lock itself" in result["checks"]["lock-release"]["summary"]
+    assert "holds the lock itself" in result["checks"]["lock-released-on-exit"]["summary"]
 
 
 @pytest.mark.e2e

@@ -12,8 +12,8 @@ def plan(history_file):
     data = json.loads(history_file.read_text())
     out = []
     for t in data["trials"]:
-        facts = {k: v for k, v in t["facts"].items() if k in ("delays_ms", "keys", "items", "amplified")}
-        out.append((t["scenario"], t["name"], t["round"], facts,
+        chosen = {k: v for k, v in t.items() if k in ("delays_ms", "keys", "items", "amplified")}
+        out.append((t["kind"], t["name"], t["round"], chosen,
                     [(i["label"], i["argv"], i["wrapper"]) for i in t["invocations"] if not i["label"].startswith("read")]))
     return out
 
@@ -36,7 +36,7 @@ def test_same_seed_same_choices_other_seed_other_choices(tmp_path):
                            "--history", history, "--format", "json")
         assert proc.returncode == 0, proc.stderr
         data = json.loads(history.read_text())
-        roots = [t["facts"]["sandbox"] for t in data["trials"]]
+        roots = [t["sandbox"] for t in data["trials"] if t["sandbox"]]
         runs[name] = _strip_sandbox(plan(history), roots)
     assert runs["a"] == runs["b"]
     assert runs["a"] != runs["c"]
@@ -56,3 +56,19 @@ def test_without_strace_the_result_says_what_was_not_gathered():
     assert any("strace" in note for note in result["notes"])
     assert "none amplified" in result["checks"]["counter"]["summary"]
     assert result["environment"]["strace"] is False
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_replay_carries_the_options_that_shaped_the_run(tmp_path):
+    history = tmp_path / "h.json"
+    proc = run_clirace("check", FIXTURES / "level3" / "clirace.yaml", "--seed", "7", "--rounds", "1", "--parallel", "3",
+                       "--no-strace", "--only", "counter", "--history", history, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    replay = json.loads(proc.stdout)["replay"]
+    assert replay.endswith("--seed 7 --rounds 1 --parallel 3 --no-strace --only counter"), replay
+    rejudged = run_clirace("judge", history, "--format", "json")
+    assert json.loads(rejudged.stdout)["replay"] == replay
+    statuses = {c["id"]: c["status"] for c in json.loads(proc.stdout)["criteria"]}
+    assert statuses["lock-excludes"] == "not_tested"
+    assert json.loads(proc.stdout)["checks"]["lock-excludes"]["summary"] == "not run (--only)"
