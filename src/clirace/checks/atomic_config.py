@@ -84,18 +84,20 @@ def check(history: History) -> Verdict:
         return Verdict(ID, UNKNOWN, f"could not decide: {errored.error}")
     findings: list[Finding] = []
     notes = []
-    for trial in sampled:
-        bad, first, _why = _torn(trial)
+    for sample_trial in sampled:
+        bad, first, _why = _torn(sample_trial)
         if bad:
-            findings.append(finding("CR601", trial, [i.label for i in trial.labelled("set-")], "always parseable",
-                                    f"{bad} torn samples", bad=bad, samples=trial.samples, first=first))
+            findings.append(finding("CR601", sample_trial, [i.label for i in sample_trial.labelled("set-")],
+                                    "always parseable", f"{bad} torn samples", bad=bad, samples=sample_trial.samples,
+                                    first=first))
         else:
-            notes.append(f"{trial.samples} samples during parallel writes, none torn")
+            notes.append(f"{sample_trial.samples} samples during parallel writes, none torn")
     if found and not found[0].points:
         return Verdict(ID, UNKNOWN, f"could not decide: the config writer never wrote or renamed anything in "
                        f"{found[0].config_dir}", findings,
                        hint="Is workloads[keys].config.path the file the run command writes?")
-    killed, missed = [], []
+    killed: list[str] = []
+    missed: list[str] = []
     for trial in killed_trials:
         assert trial.point is not None
         state = kill_outcome(trial)
