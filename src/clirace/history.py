@@ -151,6 +151,7 @@ Traces = dict[str, tuple[FileOp, ...]]  # invocation label -> the file operation
 class WorkloadRound(Trial):
     """One parallel round of a workload: `parallel` invocations released together from a barrier."""
     workload: str = ""  # the workload's name in the spec
+    serial: bool = False  # a reference run: the same commands one at a time, the oracle for the parallel rounds
     amplified: bool = False  # run under strace, writes and renames delayed by delays_ms
     delays_ms: dict[str, int] = field(default_factory=dict)
     traces: Traces = field(default_factory=dict)
@@ -292,6 +293,13 @@ class WriterKilled(Trial):
 
 
 @dataclass(frozen=True)
+class Alone(Trial):
+    """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
+    KIND: ClassVar[str] = "alone"
+    command: str = ""  # "contender" or "error_command"
+
+
+@dataclass(frozen=True)
 class NotRun(Trial):
     """An experiment that did not run, and why (the spec gives no way, --only, strace off): never a pass."""
     KIND: ClassVar[str] = "not-run"
@@ -302,7 +310,7 @@ class NotRun(Trial):
 
 RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (
     CounterRound, KeysRound, ClaimRound, OutputRound, LockConflict, LockRelease, LockWait, SessionRun,
-    ConfigSampled, KillPointsFound, WriterKilled, NotRun)}
+    ConfigSampled, KillPointsFound, WriterKilled, Alone, NotRun)}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, observe, registry
+from .checks import reference
 from .checks._observed import observed_lines
+from .errors import SpecError
 from .findings import NOT_TESTED, Finding, Verdict
 from .history import Environment, History, RunOptions
 from .rubric import Criterion, Score, criteria, load_section, score
@@ -98,6 +100,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
         for name, scenario in SCENARIOS.items():
             if name in wanted:
                 scenario(ctx)
+            if name == registry.REFERENCE:
+                _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
         end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
         end_adopted()
@@ -111,6 +115,18 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     result.seconds = time.monotonic() - started
     result.kept = history.kept
     return result
+
+
+def _refuse_a_spec_the_tool_does_not_fit(spec: Spec, history: History) -> None:
+    """A workload whose invariant fails when its commands run alone is a spec error, not a finding: say so
+    before anything runs in parallel."""
+    wrong = [p for p in reference.problems(history) if p.spec]
+    if wrong:
+        said = "; ".join(f"{p.workload}: {p.message}" for p in wrong)
+        raise SpecError(f"the spec does not fit the tool: run alone, before any parallel round, {said}.",
+                        where=str(spec.path),
+                        hint="Fix the workload's commands, key or regex so that they do what the spec says when "
+                             "nothing else runs (try them by hand in a fresh HOME).")
 
 
 def _children_get_default_sigint() -> Any:

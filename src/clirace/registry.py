@@ -59,8 +59,12 @@ def resolve(name: str) -> str | None:
     return name if name in EXPERIMENTS else None
 
 
+REFERENCE = "reference"  # the serial reference runs, which every other experiment is judged against
+
+
 def scenarios_for(only: tuple[str, ...]) -> set[str]:
-    return {EXPERIMENTS[c].scenario for c in only} if only else {e.scenario for e in EXPERIMENTS.values()}
+    chosen = {EXPERIMENTS[c].scenario for c in only} if only else {e.scenario for e in EXPERIMENTS.values()}
+    return chosen | {REFERENCE}
 
 
 def judge_all(history: History) -> dict[str, Verdict]:

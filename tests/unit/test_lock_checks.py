@@ -6,7 +6,7 @@ import pytest
 import dataclasses
 
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
-from clirace.history import LockConflict, LockRelease, LockWait, NotRun
+from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun
 from clirace.lockerror import find_error
 from clirace.vocab import EventKind, HoldMode, Way
 
@@ -17,7 +17,7 @@ ENVELOPE = json.dumps({"ok": False, "data": None, "error": {
     "retry_after_ms": 250}}, indent=2)
 
 
-def conflict(contender, while_held="exited", baseline_ok=True, holder_alive=True, retries=()):
+def conflict(contender, while_held="exited", holder_alive=True, retries=()):
     events = [event(EventKind.HELD, 0.0)]
     if while_held == "reached":
         events.append(event(EventKind.REACHED_STATE, 0.01, "contender"))
@@ -25,7 +25,7 @@ def conflict(contender, while_held="exited", baseline_ok=True, holder_alive=True
         events.append(event(EventKind.RELEASED, 0.01))
     if not holder_alive:
         events.append(event(EventKind.HOLDER_GONE, 0.06))
-    return LockConflict(invocations=(inv("baseline", 0 if baseline_ok else 1), contender, *retries),
+    return LockConflict(invocations=(contender, *retries),
                         events=tuple(events), prompt=5.0, hold=HoldMode.PARK, retry_wait_ms=250)
 
 
@@ -95,8 +95,9 @@ def test_waiting_contender_excludes_but_is_not_structured():
     assert lock_structured.check(h).findings[0].code == "CR207"
 
 
-def test_failing_baseline_makes_lock_checks_unknown():
-    h = history(conflict(inv("contender", 1), baseline_ok=False))
+def test_a_contender_that_does_not_finish_alone_makes_lock_checks_unknown():
+    alone = Alone(name="contender", command="contender", invocations=(inv("alone", None, timed_out=True),))
+    h = history(alone, conflict(inv("contender", 1)))
     assert lock_excludes.check(h).status == "unknown"
     assert lock_structured.check(h).status == "unknown"
 

@@ -42,9 +42,17 @@ def not_run_verdict(check_id: str, history: History, experiment: str) -> Verdict
     return Verdict(check_id, NOT_TESTED, skipped.why, hint=skipped.hint)
 
 
+W = TypeVar("W", bound=WorkloadRound)
+
+
+def parallel_rounds(history: History, kind: type[W]) -> list[W]:
+    """A workload's parallel rounds (its serial reference runs are judged in checks/reference.py)."""
+    return [t for t in history.of(kind) if not t.serial]
+
+
 def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[[R], list[Finding]],
                         describe_pass: Callable[[list[R]], str], tally: Callable[[list[Finding]], str] | None = None,
-                        prefix: str | None = None) -> Verdict:
+                        prefix: str | None = None, undecided: str | None = None) -> Verdict:
     """Judge each trial with `judge_one(trial) -> list[Finding]`; any finding fails, errors make it unknown.
 
     The summary says in how many rounds it failed, so a race seen once in five rounds reads as such.
@@ -53,6 +61,9 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
     """
     if not trials:
         return Verdict(check_id, NOT_APPLICABLE, "no such workload in the spec")
+    if undecided:  # without a working reference run, what the parallel rounds did cannot be judged
+        return Verdict(check_id, UNKNOWN, f"could not decide: {undecided}",
+                       hint="Make the workload's commands finish when run alone (see tool.timeout).")
     findings: list[Finding] = []
     failed_rounds: list[R] = []
     errors: list[str] = []
@@ -140,11 +151,11 @@ def conflict_trial(history: History, check_id: str) -> tuple[LockConflict | None
     trial = trials[0]
     if trial.error:
         return None, Verdict(check_id, UNKNOWN, f"could not decide: {trial.error}")
-    base = trial.invocation("baseline")
-    if base is None or not succeeded(base):
-        shown = f"{base.ending()}; {base.printed()}" if base else "it never ran"
-        return None, Verdict(check_id, UNKNOWN, f"the contender fails even with nobody holding the lock ({shown})",
-                             hint="lock.contender must be a command that succeeds on its own.")
+    from .reference import lock_undecided  # the contender alone on fresh state is the reference
+    why = lock_undecided(history)
+    if why:
+        return None, Verdict(check_id, UNKNOWN, f"could not decide: {why}",
+                             hint="lock.contender must be a command that finishes when run alone.")
     return trial, None
 
 

@@ -8,7 +8,8 @@ from collections import defaultdict
 from ..findings import Finding, Verdict
 from ..history import ClaimRound, History
 from ..lockerror import succeeded
-from ._common import Undecided, finding, ok_count, unknown_count, verdict_over_rounds
+from . import reference
+from ._common import parallel_rounds, Undecided, finding, ok_count, unknown_count, verdict_over_rounds
 
 ID = "claim"
 
@@ -56,9 +57,9 @@ def judge_one(trial: ClaimRound) -> list[Finding]:
 
 
 def check(history: History) -> Verdict:
-    return verdict_over_rounds(ID, history.of(ClaimRound), judge_one, lambda ts: (
+    return verdict_over_rounds(ID, parallel_rounds(history, ClaimRound), judge_one, lambda ts: (
         f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"),
-        tally=_tally, prefix="claim-")
+        tally=_tally, prefix="claim-", undecided=reference.undecided_kind(history, ClaimRound))
 
 
 def _tally(findings: list[Finding]) -> str:

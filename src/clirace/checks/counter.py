@@ -6,7 +6,8 @@ import re
 
 from ..findings import Finding, Verdict
 from ..history import CounterRound, History
-from ._common import Undecided, finding, ok_count, read_back, unknown_count, verdict_over_rounds
+from . import reference
+from ._common import parallel_rounds, Undecided, finding, ok_count, read_back, unknown_count, verdict_over_rounds
 
 ID = "counter"
 INTEGER = re.compile(r"-?\d+")
@@ -43,9 +44,9 @@ def judge_one(trial: CounterRound) -> list[Finding]:
 
 
 def check(history: History) -> Verdict:
-    return verdict_over_rounds(ID, history.of(CounterRound), judge_one, lambda ts: (
+    return verdict_over_rounds(ID, parallel_rounds(history, CounterRound), judge_one, lambda ts: (
         f"{sum(ok_count(t, 'inc-') for t in ts)} successful increments over {len(ts)} rounds, none lost"),
-        tally=_tally, prefix="inc-")
+        tally=_tally, prefix="inc-", undecided=reference.undecided_kind(history, CounterRound))
 
 
 def _tally(findings: list[Finding]) -> str:

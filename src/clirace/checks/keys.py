@@ -8,7 +8,8 @@ from ..findings import Finding, Verdict
 from ..history import History, KeysRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
-from ._common import Undecided, finding, ok_count, verdict_over_rounds
+from . import reference
+from ._common import parallel_rounds, Undecided, finding, ok_count, verdict_over_rounds
 
 ID = "keys"
 
@@ -67,9 +68,9 @@ def judge_one(trial: KeysRound) -> list[Finding]:
 
 
 def check(history: History) -> Verdict:
-    return verdict_over_rounds(ID, history.of(KeysRound), judge_one, lambda ts: (
+    return verdict_over_rounds(ID, parallel_rounds(history, KeysRound), judge_one, lambda ts: (
         f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were present"),
-        tally=_tally, prefix="set-")
+        tally=_tally, prefix="set-", undecided=reference.undecided_kind(history, KeysRound))
 
 
 def _tally(findings: list[Finding]) -> str:

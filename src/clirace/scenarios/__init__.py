@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import atomic, lock, session, workloads
+from . import atomic, lock, reference, session, workloads
 from ._box import Context
 
 # Order is the order of the run: cheap, decisive experiments first.
 SCENARIOS: dict[str, Callable[[Context], None]] = {
+    "reference": reference.run,  # first: the oracle for everything after it (a failure here is a spec error)
     "workloads": workloads.run,
     "lock-conflict": lock.conflict,
     "lock-release": lock.release,

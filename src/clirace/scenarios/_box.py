@@ -45,6 +45,12 @@ class Context:
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
 
+    @property
+    def input_token(self) -> str:
+        """The random part of the output workload's inputs: one per run, so every round and the serial
+        reference runs feed the tool the same inputs."""
+        return f"{random.Random(f'{self.seed}/inputs').getrandbits(32):08x}"
+
     def say(self, text: str) -> None:
         if self.progress:
             self.progress(text)

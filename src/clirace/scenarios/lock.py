@@ -45,7 +45,6 @@ def conflict(ctx: Context) -> None:
     ctx.say("lock: contender while the lock is held")
     with ctx.box(LockConflict, "contender while the lock is held") as box:
         box.fields.update(hold=lock.hold.how, prompt=lock.prompt)
-        box.run("baseline", lock.contender)
         with holder(box) as hold:
             hold.start()
             running = box.start("contender", lock.contender)

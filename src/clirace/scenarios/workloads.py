@@ -34,7 +34,18 @@ def run(ctx: Context) -> None:
                     + (" (amplified)" if amplified else ""))
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, amplified=amplified)
-                runner(ctx, box, workload, Parallel(box, amplified))
+                runner(ctx, box, workload, Parallel(box, amplified), ctx.parallel)
+
+
+class Serial:
+    """Runs a round's invocations one at a time, in order or reversed: the reference for the parallel rounds."""
+
+    def __init__(self, box: Box, reverse: bool = False):
+        self.box, self.reverse = box, reverse
+
+    def run(self, jobs: list[Any]) -> None:
+        for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
+            self.box.record(self.box.launcher.run(label, argv, env))
 
 
 class Parallel:
@@ -61,20 +72,19 @@ class Parallel:
                                          for label, *_ in jobs}
 
 
-def _counter(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
+def _counter(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
     box.fields.update(start=workload.start, pattern=workload.value)
     if workload.start is None:
         box.run("read-before", workload.read)
-    parallel.run([(f"inc-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
-                  for i in range(ctx.parallel)])
+    parallel.run([(f"inc-{i}", box.argv(workload.run, i=i, n=n, session_id=f"s{i}"), None) for i in range(n)])
     box.run("read-after", workload.read)
 
 
-def _keys(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
+def _keys(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
     token = box.token()
-    keys = {f"set-{i}": (f"cliracek{i}", f"v{i}-{token}") for i in range(ctx.parallel)}
+    keys = {f"set-{i}": (f"cliracek{i}", f"v{i}-{token}") for i in range(n)}
     box.fields["keys"] = keys
-    parallel.run([(label, box.argv(workload.run, i=i, n=ctx.parallel, key=k, value=v, session_id=f"s{i}"), None)
+    parallel.run([(label, box.argv(workload.run, i=i, n=n, key=k, value=v, session_id=f"s{i}"), None)
                   for i, (label, (k, v)) in enumerate(keys.items())])
     if workload.config:
         box.fields["config"] = snapshot(box, workload)
@@ -92,27 +102,28 @@ def snapshot(box: Box, workload: Workload) -> ConfigSnapshot:
     return ConfigSnapshot(str(path), workload.config.format, workload.config.key, text, why)
 
 
-def _claim(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
+def _claim(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
     token = box.token()
-    items = tuple(f"item{i}-{token}" for i in range(ctx.parallel))
+    items = tuple(f"item{i}-{token}" for i in range(n))
     box.fields.update(items=items, pattern=workload.claimed)
     for i, item in enumerate(items):
         box.run(f"add-{i}", workload.add, item=item, i=i)
-    parallel.run([(f"claim-{i}", box.argv(workload.run, i=i, n=ctx.parallel, session_id=f"s{i}"), None)
-                  for i in range(ctx.parallel)])
+    parallel.run([(f"claim-{i}", box.argv(workload.run, i=i, n=n, session_id=f"s{i}"), None) for i in range(n)])
     if workload.list:
         box.run("list-after", workload.list)
 
 
-def _output(ctx: Context, box: Box, workload: Workload, parallel: Parallel) -> None:
+def _output(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
     box.fields["runs"] = run_outputs(ctx, box, workload.run, "out", run=parallel.run)
 
 
 def run_outputs(ctx: Context, box: Box, command: Any, prefix: str, session_flag: Any = None,
                 session_env: str | None = None, wrap: Any = None, session_ids: list[str] | None = None,
                 run: Any = None) -> dict[str, OutputRun]:
-    """N parallel runs, each with its own input file holding a unique token; returns what each produced."""
-    token = box.token()
+    """N runs, each with its own input file; returns what each produced. The inputs are the same in every
+    round and in the serial reference runs (derived from the seed), so each output can be compared with what
+    the same input gave when the tool ran alone."""
+    token = ctx.input_token
     io = box.sandbox.root / "io"
     runs = {}
     jobs = []
@@ -151,6 +162,8 @@ def read_text(path: Path, limit: int = READ_CAP) -> tuple[str | None, str]:
     finally:
         os.close(fd)
 
+
+Runner = Serial | Parallel
 
 RUNNERS: dict[WorkloadKind, tuple[type[WorkloadRound], Any]] = {
     WorkloadKind.COUNTER: (CounterRound, _counter),

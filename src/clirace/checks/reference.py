@@ -1,0 +1,287 @@
+"""The serial reference runs judged: is the spec right about the tool, and what does the tool do alone?
+
+The oracle for a parallel round is what the tool does alone. So before anything runs in parallel, every
+workload's invariant must hold on its serial run, the lock's contender must succeed alone and its error
+command fail alone; what does not is a spec error (the spec asks for something the tool does not do), never
+a finding against the tool. A serial run whose commands ended without saying whether they applied
+(killed, timed out) leaves its workload undecided instead.
+
+For the output workload the reference is also the expected result: each input ran alone twice, in two
+sandboxes and in opposite orders; what differs between those two runs (timestamps, random ids, counters)
+is masked, and a parallel run must produce what remains.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from .. import placeholders
+from ..configfile import Unparseable, parse
+from ..history import Alone, ClaimRound, CounterRound, History, Invocation, KeysRound, OutputRound, Trial, WorkloadRound
+from ..lockerror import succeeded
+from ..vocab import Outcome
+from ._common import Undecided, one_line
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed over
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the serial run showed: `spec` true for a spec error, false for "could not decide"."""
+    workload: str  # the workload's name, or "lock"
+    message: str
+    spec: bool = True
+
+
+def serial(history: History, kind: type[WorkloadRound], workload: str) -> list[WorkloadRound]:
+    return [t for t in history.of(kind) if t.serial and t.workload == workload]
+
+
+def problems(history: History) -> list[Problem]:
+    """Every problem the reference runs show, in the order of the spec."""
+    found: list[Problem] = []
+    for trial in history.trials:
+        if isinstance(trial, WorkloadRound) and trial.serial:
+            found.extend(_workload_problems(history, trial))
+        elif isinstance(trial, Alone):
+            found.extend(_alone_problems(trial))
+    unique: dict[str, Problem] = {}
+    for problem in found:
+        unique.setdefault(problem.message, problem)
+    return list(unique.values())
+
+
+def undecided(history: History, workload: str) -> str | None:
+    """Why the workload cannot be decided from its reference runs, if it cannot."""
+    return next((p.message for p in problems(history) if p.workload == workload and not p.spec), None)
+
+
+def undecided_kind(history: History, kind: type[WorkloadRound]) -> str | None:
+    """Why a workload of this kind cannot be decided from its reference runs, if one cannot."""
+    names = dict.fromkeys(t.workload for t in history.of(kind))
+    return next((reason for name in names if (reason := undecided(history, name))), None)
+
+
+def _ended_unsaid(invs: list[Invocation]) -> Invocation | None:
+    return next((inv for inv in invs if inv.outcome is Outcome.UNKNOWN), None)
+
+
+def _shown(inv: Invocation) -> str:
+    return f"{inv.command()!r} ({inv.ending()}; {inv.printed(120)})"
+
+
+def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
+    name = trial.workload
+    if trial.error:
+        return [Problem(name, f"run alone, it could not be carried out: {trial.error}")]
+    unsaid = _ended_unsaid(list(trial.invocations))
+    if unsaid is not None:
+        return [Problem(name, f"run alone, {_shown(unsaid)} ended without saying whether it did its work, so "
+                        "its parallel runs cannot be judged either", spec=False)]
+    failed = next((inv for inv in trial.invocations if not succeeded(inv)), None)
+    if failed is not None and not (isinstance(trial, ClaimRound) and failed.label == "list-after"):
+        return [Problem(name, f"run alone, one at a time, {_shown(failed)} failed; every command of a workload "
+                        "must succeed when nothing else runs")]
+    try:
+        if isinstance(trial, CounterRound):
+            return _counter(trial)
+        if isinstance(trial, KeysRound):
+            return _keys(trial)
+        if isinstance(trial, ClaimRound):
+            return _claim(trial)
+        if isinstance(trial, OutputRound):
+            return _outputs(history, trial)
+    except Undecided as exc:
+        return [Problem(name, f"run alone: {exc.args[0]}")]
+    return []
+
+
+def _counter(trial: CounterRound) -> list[Problem]:
+    from .counter import judge_one, read_counter
+    findings = judge_one(trial)
+    if findings:
+        start = trial.start if trial.start is not None else read_counter(trial, "read-before")
+        return [Problem(trial.workload, f"run alone, {len(trial.labelled('inc-'))} increments one after another took "
+                        f"the counter from {start} to {read_counter(trial, 'read-after')}; the read command (or "
+                        "value regex) does not show what the run command counts")]
+    return []
+
+
+def _keys(trial: KeysRound) -> list[Problem]:
+    from .keys import found_values
+    values, unparseable = found_values(trial)
+    if unparseable is not None:
+        return [Problem(trial.workload, f"after keys written alone, the config does not parse as "
+                        f"{trial.config.format if trial.config else '?'}: {unparseable.args.get('error')}")]
+    out = []
+    for label, (key, value) in trial.keys.items():
+        held = values.get(key)
+        if held is not None and value in held:
+            continue
+        out.append(Problem(trial.workload, f"key {key} written alone ({_shown(trial.invocation(label))}) "  # type: ignore[arg-type]
+                           f"{'holds ' + repr(one_line(held, 80)) if held is not None else 'is not found'} afterwards, "
+                           f"expected {value!r}: {_where_keys_are(trial, key)}"))
+        break  # one key says it; the others are alike
+    return out
+
+
+def _where_keys_are(trial: KeysRound, key: str) -> str:
+    """What the spec's lookup found instead, so the user sees how to fix config.key or read."""
+    config = trial.config
+    if config is None:
+        get = trial.invocation(f"get-{next(l for l, (k, _) in trial.keys.items() if k == key)[4:]}")
+        return f"the read command printed {get.printed(120) if get else 'nothing (it never ran)'}"
+    if config.text is None:
+        return f"{config.path} does not exist ({config.why_none}); is config.path the file the tool writes?"
+    try:
+        data = parse(config.text, config.format)
+    except Unparseable:
+        return f"{config.path} does not parse"
+    lookup = placeholders.expand(config.key, {"key": key})
+    top = ", ".join(map(str, list(data)[:12])) if isinstance(data, dict) else type(data).__name__
+    return (f"config.key {config.key!r} looks up {lookup!r} in {config.path}, whose top-level keys are: {top} "
+            "(a key kept in a list needs a JMESPath query)")
+
+
+def _claim(trial: ClaimRound) -> list[Problem]:
+    from .claim import claimed_item, remaining
+    claimed = []
+    for inv in trial.labelled("claim-"):
+        item = claimed_item(inv.stdout, trial.pattern)
+        if item is None or item not in trial.items:
+            what = f"the claimed regex {trial.pattern!r}" if trial.pattern else "its whole stdout"
+            return [Problem(trial.workload, f"run alone, {inv.label} printed {inv.printed(120)}; {what} does not give "
+                            f"one of the queued items ({', '.join(trial.items[:3])}, ...)")]
+        claimed.append(item)
+    if len(set(claimed)) != len(claimed):
+        return [Problem(trial.workload, f"run alone, one at a time, the claims gave {claimed}: an item twice")]
+    left = remaining(trial)
+    listed = trial.invocation("list-after")
+    if listed is not None and (left is None or set(left) & set(trial.items)):
+        return [Problem(trial.workload, f"after every item was claimed alone, the list command printed "
+                        f"{listed.printed(120)}; expected the items still queued, one per line (none here)")]
+    return []
+
+
+# --- the output oracle: a template per input, from its two serial runs ---------------------------------------
+
+@dataclass(frozen=True)
+class Template:
+    """An output with its varying parts masked: literal chunks, anything between them (`open_start`/`open_end`
+    say whether something may come before the first or after the last)."""
+    chunks: tuple[str, ...]
+    open_start: bool
+    open_end: bool
+
+    @property
+    def stable(self) -> int:
+        return sum(len(c.strip()) for c in self.chunks)
+
+    def masked(self) -> str:
+        return ("…" if self.open_start else "") + "…".join(self.chunks) + ("…" if self.open_end else "")
+
+    def matches(self, text: str) -> bool:
+        """Glob matching with only `*` wildcards: leftmost placement of each chunk is always right, and linear."""
+        chunks = list(self.chunks)
+        if not chunks:
+            return True
+        pos = 0
+        if not self.open_start:
+            if not text.startswith(chunks[0]):
+                return False
+            pos = len(chunks[0])
+            chunks = chunks[1:]
+        last = None if self.open_end or not chunks else chunks.pop()
+        for chunk in chunks:
+            at = text.find(chunk, pos)
+            if at < 0:
+                return False
+            pos = at + len(chunk)
+        if last is not None:
+            return len(text) - len(last) >= pos and text.endswith(last)
+        return self.open_end or pos == len(text)
+
+
+def normalised(trial: Trial, text: str) -> str:
+    """An output with the trial's sandbox path shown as {sandbox}: it differs in every trial."""
+    return text.replace(trial.sandbox, "{sandbox}")[:MAX_COMPARED] if trial.sandbox else text[:MAX_COMPARED]
+
+
+def template(a: str, b: str) -> Template:
+    ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
+    chunks: list[str] = []
+    open_start = open_end = False
+    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            chunks.append("".join(ta[i1:i2]))
+        elif not chunks:
+            open_start = True
+        else:
+            chunks.append("")  # a wildcard between two literal chunks
+    if chunks and chunks[-1] == "":
+        open_end = True
+    literal = tuple(c for c in chunks if c)
+    return Template(literal, open_start, open_end)
+
+
+def templates(history: History, workload: str) -> dict[str, Template] | None:
+    """label (out-N) -> the template its output must match, from the serial runs; None without them."""
+    runs = sorted(serial(history, OutputRound, workload), key=lambda t: t.round)
+    if len(runs) < 2 or any(t.error for t in runs):
+        return None
+    first, second = runs[0], runs[1]
+    assert isinstance(first, OutputRound) and isinstance(second, OutputRound)
+    out = {}
+    for label, run in first.runs.items():
+        again = second.runs.get(label)
+        if run.produced is None or again is None or again.produced is None:
+            return None
+        out[label] = template(normalised(first, run.produced), normalised(second, again.produced))
+    return out
+
+
+def _outputs(history: History, trial: OutputRound) -> list[Problem]:
+    missing = next((label for label, run in trial.runs.items() if not run.produced), None)
+    if missing is not None:
+        return [Problem(trial.workload, f"run alone, {missing} wrote nothing to its output "
+                        f"({_shown(trial.invocation(missing))})")]  # type: ignore[arg-type]
+    masks = templates(history, trial.workload)
+    if masks is None or trial.round != 1:
+        return []
+    runs = sorted(serial(history, OutputRound, trial.workload), key=lambda t: t.round)
+    first = runs[0]
+    assert isinstance(first, OutputRound)
+    for label, mask in masks.items():
+        if mask.stable == 0:
+            produced = first.runs[label].produced or ""
+            return [Problem(trial.workload, f"the same input run alone twice gave outputs with nothing in common "
+                            f"(e.g. {one_line(produced, 60)!r} and then something else): nothing is left to compare "
+                            "parallel runs with")]
+        for other, run in first.runs.items():
+            if other != label and mask.matches(normalised(first, run.produced or "")):
+                return [Problem(trial.workload, f"run alone, {label} and {other} (different inputs) gave outputs that "
+                                f"differ only where runs of the same input differ ({mask.masked()[:80]!r}): "
+                                "whose result a parallel output is cannot be told")]
+    return []
+
+
+def _alone_problems(trial: Alone) -> list[Problem]:
+    inv = trial.invocation("alone")
+    if trial.error or inv is None:
+        return [Problem("lock", f"lock.{trial.command} could not be run alone: {trial.error}")]
+    if inv.outcome is Outcome.UNKNOWN:
+        return [Problem("lock", f"lock.{trial.command} run alone on fresh state {_shown(inv)} ended without saying "
+                        "whether it did its work", spec=False)]
+    if trial.command == "contender" and not succeeded(inv):
+        return [Problem("lock", f"lock.contender fails when run alone on fresh state: {_shown(inv)}; it must be a "
+                        "mutating command that succeeds when nothing holds the lock")]
+    if trial.command == "error_command" and inv.ok:
+        return [Problem("lock", f"lock.error_command succeeds when run alone: {_shown(inv)}; it must take the lock "
+                        "and then fail")]
+    return []
+
+
+def lock_undecided(history: History) -> str | None:
+    return next((p.message for p in problems(history) if p.workload == "lock" and not p.spec), None)

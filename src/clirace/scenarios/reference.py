@@ -1,0 +1,45 @@
+"""Reference runs: what the tool does alone, before anything runs in parallel.
+
+Each workload's commands run one at a time in a fresh sandbox (the output command twice per input, in two
+sandboxes, once in order and once reversed, so that what varies between runs of the same input shows);
+the lock's contender and error command run alone on fresh state, twice each. These records are the oracle
+for everything after them: checks/reference.py turns a failure here into a spec error (exit 2, before any
+parallel round) or, when the commands ended without saying (killed, timed out), into "could not decide".
+"""
+from __future__ import annotations
+
+from ..history import Alone, OutputRound
+from ..vocab import WorkloadKind
+from ._box import Context
+from .workloads import RUNNERS, Serial
+
+SERIAL_RUNS = 3  # increments, keys and claims run one at a time: enough to show that they add up
+
+
+def run(ctx: Context) -> None:
+    for workload in ctx.spec.workloads:
+        if ctx.only and workload.kind.value not in ctx.only:
+            continue
+        record, runner = RUNNERS[workload.kind]
+        ctx.say(f"{workload.name}: reference run, one invocation at a time")
+        orders = (False, True) if workload.kind is WorkloadKind.OUTPUT else (False,)
+        for round_, reverse in enumerate(orders):
+            with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
+                box.fields.update(workload=workload.name, serial=True)
+                runner(ctx, box, workload, Serial(box, reverse), SERIAL_RUNS if record is not OutputRound else ctx.parallel)
+    lock = ctx.spec.lock
+    if lock is None or (ctx.only and not _lock_only(ctx)):
+        return
+    for name, command in (("contender", lock.contender), ("error_command", lock.error_command)):
+        if command is None:
+            continue
+        ctx.say(f"lock: {name} alone on fresh state")
+        for round_ in range(2):
+            with ctx.box(Alone, name, round_) as box:
+                box.fields["command"] = name
+                box.run("alone", command)
+
+
+def _lock_only(ctx: Context) -> bool:
+    """Whether --only asks for a lock check (the reference runs of the lock commands are then needed)."""
+    return any(name.startswith("lock-") for name in ctx.only)

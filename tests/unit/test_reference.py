@@ -1,0 +1,73 @@
+"""The serial reference runs: a spec the tool does not fit is a spec error, an unknown outcome alone leaves
+the workload undecided, and the output oracle masks what varies between two runs of the same input."""
+from clirace.checks import counter, output, reference
+from clirace.history import Alone, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun
+from clirace.vocab import ConfigFormat
+
+from .histories import history, inv
+
+
+def serial_keys(text, fmt=ConfigFormat.YAML, key="{key}"):
+    return KeysRound(workload="keys#0", serial=True, invocations=(inv("set-0"),), keys={"set-0": ("cliracek0", "v0")},
+                     config=ConfigSnapshot("/sb/config", fmt, key, text))
+
+
+def test_a_key_the_lookup_cannot_find_alone_is_a_spec_error_naming_what_is_there():
+    kubeconfig = "clusters:\n- name: cliracek0\n  cluster: {server: v0}\ncontexts: []\n"
+    (problem,) = reference.problems(history(serial_keys(kubeconfig)))
+    assert problem.spec and "cliracek0" in problem.message and "clusters, contexts" in problem.message
+    assert reference.problems(history(serial_keys("cliracek0: v0\n"))) == []
+
+
+def test_a_read_that_prints_nothing_alone_is_a_spec_error():
+    t = KeysRound(workload="k", serial=True, invocations=(inv("set-0"), inv("get-0", stdout="")),
+                  keys={"set-0": ("cliracek0", "v0")})
+    (problem,) = reference.problems(history(t))
+    assert problem.spec and "is not found" in problem.message and "printed nothing" in problem.message
+
+
+def test_a_command_killed_alone_leaves_the_workload_undecided_not_a_spec_error():
+    t = CounterRound(workload="c", serial=True, start=0,
+                     invocations=(inv("inc-0", None, timed_out=True), inv("read-after", stdout="1")))
+    (problem,) = reference.problems(history(t))
+    assert not problem.spec
+    parallel = CounterRound(workload="c", start=0, invocations=(inv("inc-0"), inv("read-after", stdout="1")))
+    assert counter.check(history(t, parallel)).status == "unknown"
+
+
+def test_a_contender_that_fails_alone_is_a_spec_error_and_an_error_command_that_succeeds_too():
+    failing = Alone(name="contender", command="contender", invocations=(inv("alone", 128, stderr="already exists"),))
+    succeeding = Alone(name="error_command", command="error_command", invocations=(inv("alone", 0),))
+    messages = [p.message for p in reference.problems(history(failing, succeeding))]
+    assert any("lock.contender fails" in m for m in messages) and any("error_command succeeds" in m for m in messages)
+
+
+def outputs(round_, produced, serial=True, sandbox="/sb1"):
+    runs = {f"out-{i}": OutputRun(f"m{i}", f"{sandbox}/io/o{i}", produced=p) for i, p in enumerate(produced)}
+    return OutputRound(workload="o", serial=serial, round=round_, runs=runs, sandbox=sandbox,
+                       invocations=tuple(inv(label) for label in runs))
+
+
+def test_the_output_oracle_masks_what_varies_and_catches_a_swap():
+    stamped = [f"at {t}\nAAAA{i}\n" for i, t in ((0, 111), (1, 112), (2, 113))]
+    again = [f"at {t}\nAAAA{i}\n" for i, t in ((0, 221), (1, 222), (2, 223))]
+    serial_runs = (outputs(0, stamped), outputs(1, again, sandbox="/sb2"))
+    assert reference.problems(history(*serial_runs)) == []
+    fine = outputs(0, ["at 9\nAAAA0\n", "at 8\nAAAA1\n", "at 7\nAAAA2\n"], serial=False, sandbox="/sb3")
+    assert output.check(history(*serial_runs, fine)).status == "pass"
+    swapped = outputs(0, ["at 9\nAAAA1\n", "at 8\nAAAA1\n", "at 7\nAAAA2\n"], serial=False, sandbox="/sb3")
+    v = output.check(history(*serial_runs, swapped))
+    assert [f.code for f in v.findings] == ["CR131"] and v.findings[0].args["found"] == "out-1's result"
+
+
+def test_outputs_with_nothing_stable_or_alike_for_every_input_are_spec_errors():
+    varying = (outputs(0, ["x1", "x2"]), outputs(1, ["y3", "y4"], sandbox="/sb2"))
+    assert any("nothing in common" in p.message for p in reference.problems(history(*varying)))
+    alike = (outputs(0, ["done 1", "done 2"]), outputs(1, ["done 3", "done 4"], sandbox="/sb2"))
+    assert any("cannot be told" in p.message for p in reference.problems(history(*alike)))
+
+
+def test_the_sandbox_path_in_an_output_is_not_a_difference():
+    serial_runs = (outputs(0, ["wrote /sb1/io/o0 m0"]), outputs(1, ["wrote /sb2/io/o0 m0"], sandbox="/sb2"))
+    par = outputs(0, ["wrote /sb3/io/o0 m0"], serial=False, sandbox="/sb3")
+    assert output.check(history(*serial_runs, par)).status == "pass"
