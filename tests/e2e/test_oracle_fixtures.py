@@ -1,0 +1,94 @@
+"""Fixtures that break a naive oracle (issue 12): each must get the verdict a serial reference would give.
+
+Each adversarial case (fixtures/adversarial/*, see the fixture's README) names the score the tool deserves,
+the criterion that decides it, the finding codes that must be there and those that must not. Cases decided by
+an experiment that does not repeat per round run one round; cases decided by a parallel race run two (one
+plain, one amplified). The spec-error cases (fixtures/spec-errors/*) must be refused with exit status 2,
+naming the key and what was found, before any parallel round runs.
+
+These define "done" for serial reference runs, three-valued outcomes and per-path kill points: several fail
+on a clirace without them, on purpose, and none is marked xfail.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import pytest
+
+from ..conftest import FIXTURES, check_json, run_clirace
+
+ONE_ROUND = ("--rounds", "1")
+TWO_ROUNDS = ("--rounds", "2")
+TIMEOUT = 180
+
+
+class Case(NamedTuple):
+    score: int
+    criterion: str
+    status: str
+    present: tuple[str, ...] = ()  # finding codes that must be reported
+    absent: tuple[str, ...] = ()  # finding codes that must never be reported
+    corruption: bool | None = None
+    extra: tuple[str, ...] = ONE_ROUND
+
+
+CASES = {
+    # A transforming `process` is judged against its own serial output, first (stamped) line masked.
+    "process-reencodes": Case(3, "no-silent-corruption", "pass", absent=("CR131", "CR132"), corruption=False),
+    # The same tool staging through one fixed $TMPDIR file: another run's whole result is delivered.
+    "process-fixed-tmp": Case(0, "no-silent-corruption", "fail", present=("CR131",), corruption=True,
+                              extra=TWO_ROUNDS),
+    # No lock at all; the contender fails only when run twice on the same state.
+    "contender-not-repeatable": Case(0, "lock-excludes", "fail", present=("CR201",), corruption=False),
+    # Increments killed at the deadline after they were applied are unknown, never phantom.
+    "slow-counter-deadline": Case(3, "no-silent-corruption", "pass", absent=("CR101", "CR102"), corruption=False),
+    # strace's when=N counts per thread: the kill must land on a write to config.json itself.
+    "threaded-writer": Case(2, "atomic-config-writes", "fail", present=("CR602",), corruption=False),
+    # Reads the config, then takes its O_EXCL lock: keys lost.
+    "read-before-lock": Case(0, "no-silent-corruption", "fail", present=("CR111",), corruption=True,
+                             extra=TWO_ROUNDS),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("name", list(CASES))
+def test_oracle_fixture_gets_its_verdict(name):
+    case = CASES[name]
+    result = check_json(FIXTURES / "adversarial" / name / "clirace.yaml", "--seed", "1", *case.extra,
+                        timeout=TIMEOUT - 10)
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    codes = {f["code"] for f in result["findings"]}
+    got = {"score": result["score"], "corruption": result["corruption"], "criteria": statuses, "codes": sorted(codes)}
+    assert statuses[case.criterion] == case.status, (case.criterion, got)
+    assert set(case.present) <= codes, (case.present, got)
+    assert not set(case.absent) & codes, (case.absent, got, result["findings"])
+    if case.corruption is not None:
+        assert result["corruption"] is case.corruption, got
+    assert result["score"] == case.score, got
+
+
+# name: what the refusal must name besides the key (patterns, case-insensitive)
+SPEC_ERRORS = {
+    # The file's top-level keys, so the user sees that clusters are kept in a list.
+    "keys-not-readable": (r"\bapiVersion\b", r"\bkind\b", r"\bclusters\b"),
+    # That read printed an empty value (and exited 0).
+    "empty-read": (r"\bempty\b",),
+}
+KEY = re.compile(r"\bcliracek\w*")  # the README's key shape: `cliracek3`
+PARALLEL_ROUND = re.compile(r"in parallel")  # the progress line of a parallel round ("round 1/3, 8 in parallel")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("name", list(SPEC_ERRORS))
+def test_spec_whose_invariant_fails_serially_is_refused(name):
+    proc = run_clirace("check", FIXTURES / "spec-errors" / name / "clirace.yaml", "--format", "json", "--seed", "1",
+                       timeout=TIMEOUT - 10)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    assert KEY.search(proc.stderr), proc.stderr[-2000:]
+    for pattern in SPEC_ERRORS[name]:
+        assert re.search(pattern, proc.stderr, re.IGNORECASE), (pattern, proc.stderr[-2000:])
+    assert not PARALLEL_ROUND.search(proc.stderr), proc.stderr[-2000:]
