@@ -266,8 +266,9 @@ class ConfigSampled(Trial):
 @dataclass(frozen=True)
 class KillPoint:
     call: str  # the system call strace kills the writer at
-    when: int  # its number among the writer's calls of that name on the config's directory
+    when: int  # its number among the thread's calls of that name (on `path` only, when there is one)
     name: str  # for people: "write #2 to config.json itself"
+    path: str = ""  # set when the call is on the config itself: the kill counts only calls on it (strace -P)
 
 
 @dataclass(frozen=True)
@@ -284,12 +285,14 @@ class WriterKilled(Trial):
     """killed-writer, SIGKILLed by strace at `point`; the config before and after."""
     KIND: ClassVar[str] = "writer-killed"
     point: KillPoint | None = None
+    config_path: str = ""
     format: ConfigFormat = ConfigFormat.JSON
     key_path: str = "{key}"
     key: str = ""
     value: str = ""
     old: str = ""
     after: str | None = None
+    kill_log: str = ""  # the end of strace's log of the killed run: which call of which thread it killed
 
 
 @dataclass(frozen=True)

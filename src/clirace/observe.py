@@ -59,11 +59,17 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
-def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null") -> list[str]:
-    """strace arguments that SIGKILL the process at its `when`-th call of `calls`. The `log` says which
-    process was killed (see `killed`): it may be a child of the invocation (a shell script's `mv`), whose
-    own exit status then reads 137, not a signal."""
-    return ["strace", "-f", "-qq", "-o", str(log), "-e", f"trace={calls}",
+def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: str | None = None) -> list[str]:
+    """strace arguments that SIGKILL the process at its `when`-th call of `calls` (with `path`, the
+    `when`-th of those on that path). The `log` shows which call of which process was killed (fds with their
+    paths): it may be a child of the invocation (a shell script's `mv`), whose own exit status then reads
+    137, not a signal.
+
+    Why `path`: strace counts `when` per thread. In a multi-threaded writer, "the 2nd write" without a path
+    is whichever thread writes twice first, often not the one writing the config; restricted to the
+    config's path (-P), only the calls on it are traced and counted."""
+    only = ["-P", path] if path else []
+    return ["strace", "-f", "-qq", "-y", *only, "-o", str(log), "-e", f"trace={calls}",
             "-e", f"inject={calls}:signal=SIGKILL:when={when}", "--"]
 
 

@@ -1,4 +1,6 @@
 """Session isolation and atomic config checks on literal histories."""
+import dataclasses
+
 from clirace.checks import atomic_config, session
 from clirace.history import (ConfigSampled, FileOp, KillPoint, KillPointsFound, NotRun, OutputRun, Sample, SessionRun,
                              WriterKilled)
@@ -107,3 +109,18 @@ def test_a_writer_that_wrote_nothing_near_its_config_is_undecided():
 def test_a_vanished_config_is_torn_for_a_reader():
     v = atomic_config.check(history(ConfigSampled(samples=10, missing=2, distinct=(Sample('{"a": "1"}', 8),))))
     assert [f.code for f in v.findings] == ["CR601"] and v.findings[0].args["bad"] == 2
+
+
+def test_a_kill_that_landed_elsewhere_is_undecided_never_a_pass():
+    """strace counts when=N per thread: in a multi-threaded writer the kill can land on another thread's write,
+    leaving the config whole. The kill log says where it landed; a whole file after a misplaced kill is no pass."""
+    log = ('7 write(4</sb/home/.config/t/audit.log>, "x", 1) = 1\n'
+           '7 write(4</sb/home/.config/t/audit.log>, "x", 1) = ?\n7 +++ killed by SIGKILL +++\n')
+    meant = WriterKilled(name="w", invocations=(inv("killed-writer", None, signal=9),),
+                         point=KillPoint("write", 2, "write #2 to config.json itself", "/x/config.json"),
+                         config_path="/sb/home/.config/t/config.json", old='{"a": "1"}', after='{"a": "1"}',
+                         key="k", value="v", kill_log=log)
+    v = atomic_config.check(history(sampled(), meant))
+    assert v.status == "unknown" and "landed on write of /sb/home/.config/t/audit.log" in v.summary
+    right = log.replace("audit.log", "config.json")
+    assert atomic_config.check(history(sampled(), dataclasses.replace(meant, kill_log=right))).status == "pass"

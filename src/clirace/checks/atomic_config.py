@@ -2,10 +2,13 @@
 old or the new file, whole."""
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 from .. import placeholders
 from ..configfile import Unparseable, lookup, parse
+from ..observe import parse_line
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import ConfigSampled, History, KeysRound, KillPointsFound, WriterKilled
 from ..vocab import EventKind
@@ -32,6 +35,35 @@ def kill_outcome(trial: WriterKilled) -> str | None:
     if value is not None and trial.value in str(value) and _drop(after, dotted) == old:  # as in keys: maybe wrapped
         return None
     return "parseable but neither the old nor the new content"
+
+
+_KILLED = re.compile(r"^(\d+)\s+\+\+\+ killed by SIGKILL")
+
+
+def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...]] | None:
+    """(call, paths) of the call strace killed the writer at, from its log; None if it killed nothing."""
+    lines = trial.kill_log.splitlines()
+    for n, line in enumerate(lines):
+        killed = _KILLED.match(line)
+        if not killed:
+            continue
+        for previous in reversed(lines[:n]):
+            tid, _, rest = previous.partition(" ")
+            if tid == killed.group(1) and "(" in rest:
+                op = parse_line(rest.replace("<unfinished ...>", ") = ?"), "")
+                if op is not None:
+                    return op.call, op.paths
+        return "", ()
+    return None
+
+
+def _landed_where_meant(trial: WriterKilled, call: str, paths: tuple[str, ...]) -> bool:
+    assert trial.point is not None
+    if call != trial.point.call:
+        return False
+    if trial.point.path:  # numbered among the calls on the config itself
+        return trial.config_path in paths
+    return any(os.path.dirname(p) == os.path.dirname(trial.config_path) for p in paths)
 
 
 def _drop(data: Any, dotted: str) -> Any:
@@ -98,6 +130,7 @@ def check(history: History) -> Verdict:
                        hint="Is workloads[keys].config.path the file the run command writes?")
     killed: list[str] = []
     missed: list[str] = []
+    misplaced: list[str] = []
     for trial in killed_trials:
         assert trial.point is not None
         state = kill_outcome(trial)
@@ -107,6 +140,13 @@ def check(history: History) -> Verdict:
             continue
         writer = trial.invocation("killed-writer")
         hit = (writer is not None and writer.signal == 9) or trial.event(EventKind.KILL_INJECTED) is not None
+        landing = kill_landing(trial) if trial.kill_log else None
+        if hit and landing is not None and not _landed_where_meant(trial, *landing):
+            # A whole file after a kill elsewhere proves nothing about this point: never a pass.
+            call, paths = landing
+            misplaced.append(f"the kill meant for {trial.point.name} landed on {call or 'an unknown call'}"
+                             f"{' of ' + paths[0] if paths else ''}")
+            continue
         (killed if hit else missed).append(trial.point.name)
     findings.extend(_in_place_advice(history))
     if killed:
@@ -115,6 +155,10 @@ def check(history: History) -> Verdict:
         notes.append(f"kill points never reached: {', '.join(missed)}")
     if any(not x.advisory for x in findings):
         return Verdict(ID, FAIL, "; ".join(x.message() for x in findings if not x.advisory), findings)
+    if misplaced:
+        return Verdict(ID, UNKNOWN, f"could not decide: {misplaced[0]}", findings,
+                       hint="The writer's threads write elsewhere between its config writes; kill points on the "
+                            "config itself are counted on its path only, temp files beside it cannot be.")
     untested = history.not_run("atomic-config/kill")
     if untested:
         return Verdict(ID, NOT_TESTED, "; ".join(notes) + f"; not tested: kills mid-write ({untested.why})", findings,

@@ -23,6 +23,7 @@ from ..lockerror import succeeded
 from ..vocab import Outcome
 from ._common import Undecided, one_line
 
+RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in parallel (the rest read or set up)
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed over
 
@@ -76,11 +77,16 @@ def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
     name = trial.workload
     if trial.error:
         return [Problem(name, f"run alone, it could not be carried out: {trial.error}")]
-    unsaid = _ended_unsaid(list(trial.invocations))
+    runs = [inv for inv in trial.invocations if inv.label.split("-")[0] in RUN_LABELS]
+    others = [inv for inv in trial.invocations if inv.label.split("-")[0] not in RUN_LABELS]
+    # A read, add or list that ended without saying leaves nothing to compare with. A run that did is a bound
+    # (the invariants take it as one), as long as another run ended and said that it applied.
+    unsaid = _ended_unsaid(others) or (None if any(succeeded(i) for i in runs) else _ended_unsaid(runs))
     if unsaid is not None:
         return [Problem(name, f"run alone, {_shown(unsaid)} ended without saying whether it did its work, so "
                         "its parallel runs cannot be judged either", spec=False)]
-    failed = next((inv for inv in trial.invocations if not succeeded(inv)), None)
+    failed = next((inv for inv in trial.invocations if inv.outcome is not Outcome.UNKNOWN and not succeeded(inv)),
+                  None)
     if failed is not None and not (isinstance(trial, ClaimRound) and failed.label == "list-after"):
         return [Problem(name, f"run alone, one at a time, {_shown(failed)} failed; every command of a workload "
                         "must succeed when nothing else runs")]
@@ -236,14 +242,16 @@ def templates(history: History, workload: str) -> dict[str, Template] | None:
     out = {}
     for label, run in first.runs.items():
         again = second.runs.get(label)
-        if run.produced is None or again is None or again.produced is None:
-            return None
+        ran = [t.invocation(label) for t in (first, second)]
+        if run.produced is None or again is None or again.produced is None or not all(i and i.ok for i in ran):
+            continue  # an input whose serial runs did not both succeed has no reference: its runs are not judged
         out[label] = template(normalised(first, run.produced), normalised(second, again.produced))
     return out
 
 
 def _outputs(history: History, trial: OutputRound) -> list[Problem]:
-    missing = next((label for label, run in trial.runs.items() if not run.produced), None)
+    missing = next((label for label, run in trial.runs.items()
+                    if not run.produced and (inv := trial.invocation(label)) is not None and inv.ok), None)
     if missing is not None:
         return [Problem(trial.workload, f"run alone, {missing} wrote nothing to its output "
                         f"({_shown(trial.invocation(missing))})")]  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from .workloads import read_text
 
 MAX_KILL_POINTS = 8
 KILL_CALLS = f"{observe.WRITE_CALLS},{observe.RENAME_CALLS}"
+KILL_LOG_CAP = 8 * 1024  # the end of a kill run's strace log kept in the history
 MAX_DISTINCT_SAMPLES = 200  # distinct config contents kept; the rest are counted in `dropped`
 
 
@@ -46,15 +47,18 @@ def run(ctx: Context) -> None:
             box.fields.update(point=point, format=workload.config.format, key_path=workload.config.key,
                               key="cliracekilled", value="after-kill")
             path = Path(box.path(workload.config.path))
+            box.fields["config_path"] = str(path)
             _seed(box, workload)
             box.fields["old"] = read_text(path)[0] or ""
             log = box.sandbox.root / "kill.log"
-            wrap = observe.kill_prefix(point.call, when=point.when, log=log)
+            # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
+            wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
             box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                     i=0, n=1, session_id="s0")
             if observe.killed(log):
                 box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
             box.fields["after"] = read_text(path)[0]
+            box.fields["kill_log"] = (read_text(log, KILL_LOG_CAP * 64)[0] or "")[-KILL_LOG_CAP:]
 
 
 def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
@@ -75,19 +79,27 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         box.fields["traces"] = {"traced-writer": ops}
         if not inv.ok:
             raise TrialFailed(f"the config writer failed under trace ({inv.ending()}; {inv.printed()})")
-        seen: dict[tuple[int, str], int] = {}
+        # Numbered as the kill run will count: per thread (strace's pid files are per thread), and for calls
+        # on the config itself only among those (the kill run traces just that path).
+        every: dict[tuple[int, str], int] = {}  # per thread and call
+        on_it: dict[tuple[int, str], int] = {}  # the same, among calls on the config itself
         for op in ops:
             key = (op.pid, op.call)
-            seen[key] = seen.get(key, 0) + 1
-            touched = [p for p in op.paths if Path(p).parent == path.parent]
-            if touched:
-                if op.call.startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
-                    name = f"{op.call} #{seen[key]} onto {Path(op.paths[-1]).name}"
-                elif touched[0] == str(path):
-                    name = f"{op.call} #{seen[key]} to {path.name} itself"
-                else:  # a temp file's name is random; say what it is, not what it is called
-                    name = f"{op.call} #{seen[key]} to a temp file beside {path.name}"
-                points.append(KillPoint(op.call, seen[key], name))
+            every[key] = every.get(key, 0) + 1
+            # strace 6's -P follows fds but not the paths of a rename: renames are counted among all of them.
+            on_config = str(path) in op.paths and not op.call.startswith("rename")
+            if on_config:
+                on_it[key] = on_it.get(key, 0) + 1
+            if not any(Path(p).parent == path.parent for p in op.paths):
+                continue
+            n = on_it[key] if on_config else every[key]
+            if op.call.startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
+                name = f"{op.call} #{n} onto {Path(op.paths[-1]).name}"
+            elif str(path) in op.paths:
+                name = f"{op.call} #{n} to {path.name} itself"
+            else:  # a temp file's name is random; say what it is, not what it is called
+                name = f"{op.call} #{n} to a temp file beside {path.name}"
+            points.append(KillPoint(op.call, n, name, str(path) if on_config else ""))
         if len(points) > MAX_KILL_POINTS:  # keep the first writes, the last ones and the commit (last call)
             keep = sorted({*range(MAX_KILL_POINTS // 2), *range(len(points) - MAX_KILL_POINTS // 2, len(points))})
             points = [points[i] for i in keep]
