@@ -3,8 +3,6 @@ import json
 
 import pytest
 
-import dataclasses
-
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
 from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun
 from clirace.lockerror import find_error

@@ -45,7 +45,9 @@ class Serial:
 
     def run(self, jobs: list[Any]) -> None:
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
-            self.box.record(self.box.launcher.run(label, argv, env))
+            inv = self.box.record(self.box.launcher.run(label, argv, env))
+            if inv.outcome is Outcome.UNKNOWN:
+                return  # it hangs or crashes alone: the reference is undecided already, and more would only wait
 
 
 class Parallel:
