@@ -44,10 +44,12 @@ class Serial:
         self.box, self.reverse = box, reverse
 
     def run(self, jobs: list[Any]) -> None:
+        unknown_in_a_row = 0
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
             inv = self.box.record(self.box.launcher.run(label, argv, env))
-            if inv.outcome is Outcome.UNKNOWN:
-                return  # it hangs or crashes alone: the reference is undecided already, and more would only wait
+            unknown_in_a_row = unknown_in_a_row + 1 if inv.outcome is Outcome.UNKNOWN else 0
+            if unknown_in_a_row == 2:
+                return  # it hangs or crashes alone (one slow first run is allowed): more would only wait
 
 
 class Parallel:
