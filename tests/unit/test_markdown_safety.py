@@ -1,0 +1,82 @@
+"""The Markdown report is safe by construction: what the target printed renders only as code.
+
+The history is literal; the hostile text is imported from the hostile fixture that prints it, so this test and
+`tests/e2e/test_hostile_reports.py` (which runs the fixture for real) check the same bytes.
+"""
+import importlib.util
+import re
+
+from markdown_it import MarkdownIt
+
+from clirace.pipeline import judge
+from clirace.report import to_markdown
+from clirace.report.markdown import fenced
+
+from ..conftest import FIXTURES
+from .histories import history, inv, trial
+
+_spec = importlib.util.spec_from_file_location("hostile_markdown", FIXTURES / "hostile" / "markdown.py")
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+HOSTILE = _module.HOSTILE
+
+OURS = {"<details><summary>Evidence</summary>\n", "</details>\n"}  # the only HTML clirace writes itself
+MARKERS = ("@octocat", "<img", "[link", "http://", "<details>", "**locked**", "\x1b", "\x07", "\x9b", "_em_")
+
+
+def hostile_result():
+    contender = inv("contender", exit_code=1, stdout="incremented " + HOSTILE,
+                    stderr=f"error: {HOSTILE}\n<details>\n</details>\n")
+    observed = {"inc-0": {"written": [], "in_place": [f"{{sandbox}}/{HOSTILE}"], "renamed_onto": [], "locks": []}}
+    h = history(
+        trial("lock-conflict", invocations=[inv("baseline"), contender], while_held="exited", baseline_ok=True,
+              holder_alive=True, prompt=5.0, hold="park"),
+        trial("counter", round_=1, invocations=[inv("inc-0", stdout=HOSTILE)], start=0, final=0, amplified=True,
+              observed=observed))
+    result = judge(h)
+    result.notes.append("strace said: " + HOSTILE)
+    return result
+
+
+def tokens(markdown):
+    def walk(toks):
+        for t in toks:
+            yield t
+            yield from walk(t.children or [])
+    return list(walk(MarkdownIt("commonmark").enable("table").parse(markdown)))
+
+
+def test_hostile_text_renders_only_inside_code():
+    markdown = to_markdown(hostile_result())
+    toks = tokens(markdown)
+    assert {t.type for t in toks} & {"link_open", "image", "html_inline"} == set()
+    assert {t.content for t in toks if t.type == "html_block"} <= OURS
+    outside = [t.content for t in toks if t.type == "text"]
+    for marker in MARKERS:
+        assert not any(marker in text for text in outside), marker
+    assert not any("@" in text for text in outside)  # no mention at all outside code
+    inside = " ".join(t.content for t in toks if t.type in ("code_inline", "fence"))
+    assert "@octocat <img src=x>" in inside and "\\x1b]52;c;" in inside  # shown, as inert text
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", markdown)
+
+
+def test_every_finding_folds_its_evidence():
+    markdown = to_markdown(hostile_result())
+    assert markdown.count("<details><summary>Evidence</summary>") == markdown.count("#### CR") > 0
+    assert markdown.count("<details><summary>") == markdown.count("\n</details>")
+
+
+def test_a_fence_is_longer_than_any_backtick_run_inside():
+    block = fenced("a ```` b\n`````")
+    assert block.startswith("``````text\n") and block.endswith("\n``````")
+    assert [t.type for t in tokens(block)] == ["fence"]
+
+
+def test_an_oversized_report_drops_whole_findings_with_a_note():
+    result = hostile_result()
+    full = to_markdown(result)
+    cut = to_markdown(result, limit=len(full) - 10)
+    assert len(cut) <= len(full) - 10
+    assert "more findings not shown" in cut
+    assert cut.count("<details><summary>") == cut.count("\n</details>")
+    assert sum(1 for t in tokens(cut) if t.type == "fence") == cut.count("<details><summary>")
