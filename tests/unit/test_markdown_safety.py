@@ -3,39 +3,17 @@
 The history is literal; the hostile text is imported from the hostile fixture that prints it, so this test and
 `tests/e2e/test_hostile_reports.py` (which runs the fixture for real) check the same bytes.
 """
-import importlib.util
 import re
 
 from markdown_it import MarkdownIt
 
-from clirace.pipeline import judge
 from clirace.report import to_markdown
 from clirace.report.markdown import fenced
 
-from ..conftest import FIXTURES
-from .histories import history, inv, trial
-
-_spec = importlib.util.spec_from_file_location("hostile_markdown", FIXTURES / "hostile" / "markdown.py")
-_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module)
-HOSTILE = _module.HOSTILE
+from .hostile import HOSTILE, hostile_result
 
 OURS = {"<details><summary>Evidence</summary>\n", "</details>\n"}  # the only HTML clirace writes itself
 MARKERS = ("@octocat", "<img", "[link", "http://", "<details>", "**locked**", "\x1b", "\x07", "\x9b", "_em_")
-
-
-def hostile_result():
-    contender = inv("contender", exit_code=1, stdout="incremented " + HOSTILE,
-                    stderr=f"error: {HOSTILE}\n<details>\n</details>\n")
-    observed = {"inc-0": {"written": [], "in_place": [f"{{sandbox}}/{HOSTILE}"], "renamed_onto": [], "locks": []}}
-    h = history(
-        trial("lock-conflict", invocations=[inv("baseline"), contender], while_held="exited", baseline_ok=True,
-              holder_alive=True, prompt=5.0, hold="park"),
-        trial("counter", round_=1, invocations=[inv("inc-0", stdout=HOSTILE)], start=0, final=0, amplified=True,
-              observed=observed))
-    result = judge(h)
-    result.notes.append("strace said: " + HOSTILE)
-    return result
 
 
 def tokens(markdown):
@@ -56,7 +34,7 @@ def test_hostile_text_renders_only_inside_code():
         assert not any(marker in text for text in outside), marker
     assert not any("@" in text for text in outside)  # no mention at all outside code
     inside = " ".join(t.content for t in toks if t.type in ("code_inline", "fence"))
-    assert "@octocat <img src=x>" in inside and "\\x1b]52;c;" in inside  # shown, as inert text
+    assert HOSTILE[:60] in inside and "\\x1b]52;c;" in inside  # shown, as inert text
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", markdown)
 
 
