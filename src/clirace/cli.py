@@ -20,13 +20,19 @@ class Format(str, Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+    github = "github"
+    junit = "junit"
+    sarif = "sarif"
 
 
 class Terminated(BaseException):
     """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
 
 
-FORMAT_HELP = "text (a table; plain when not a terminal or NO_COLOR is set), json, or markdown (for a pull request)."
+FORMAT_HELP = ("Format on stdout (or -o): text (a table), json, markdown (a pull request or step summary), github "
+               "(workflow annotations), junit (CI test results) or sarif (code scanning).")
+REPORT_HELP = "Also write FORMAT to PATH, e.g. sarif=clirace.sarif (repeatable; each file written atomically)."
+OUTPUT_HELP = "Write the --format report to this file instead of stdout."
 MIN_SCORE_HELP = "Exit 1 when the score is below this (for CI)."
 
 
@@ -42,7 +48,8 @@ def check(
     keep: bool = typer.Option(False, "--keep", help="Keep the sandboxes and print where they are."),
     no_strace: bool = typer.Option(False, "--no-strace", help="Do not use strace (file observation, crash injection)."),
     history: Optional[Path] = typer.Option(None, "--history", help="Save the run's history here (re-judge with `clirace judge`)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
+    report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help="Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path)."),
 ):
     """Check a tool described by SPEC and print its §15 score with the evidence."""
@@ -50,10 +57,12 @@ def check(
     from .pipeline import Options, judge, run
     from .sandbox import adopt_orphans
     from .spec import load_spec
+    from ._outputs import emit
 
     for name in only or ():
         if name not in REGISTRY:
             raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(REGISTRY)}.")
+    outputs = _outputs(format, output, report, history)
     spec_obj = load_spec(spec, allow_outside_sandbox=allow_outside_sandbox)
     opts = Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only or ()), keep=keep, strace=not no_strace)
     seen = {}
@@ -84,7 +93,7 @@ def check(
                 partial = judge(seen["h"], only=opts.only)
                 partial.interrupted = True
                 partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
-                _emit(partial, format, output, history)
+                emit(partial, outputs)
             kept = seen["h"].environment.get("kept") if keep and "h" in seen else None
             how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
             print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
@@ -93,7 +102,7 @@ def check(
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    _emit(result, format, output, history)
+    emit(result, outputs)
     if keep and result.kept:
         print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
     raise typer.Exit(errors.EXIT_OK if result.score.score >= min_score else errors.EXIT_BELOW_MIN_SCORE)
@@ -104,13 +113,17 @@ def judge(
     history: Path = typer.Argument(..., help="A history saved by `clirace check --history`."),
     format: Format = typer.Option(Format.text, "--format", "-f", help=FORMAT_HELP),
     min_score: int = typer.Option(0, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
+    report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
 ):
     """Judge a saved history again, without launching anything."""
+    from ._outputs import emit
     from .history import History
     from .pipeline import judge as judge_history
 
+    outputs = _outputs(format, output, report, None)
     result = judge_history(History.load(history))
-    _emit(result, format, None, None)
+    emit(result, outputs)
     raise typer.Exit(errors.EXIT_OK if result.score.score >= min_score else errors.EXIT_BELOW_MIN_SCORE)
 
 
@@ -137,24 +150,13 @@ def checks():
     assert set(REGISTRY)  # imported so that a broken check module shows here, not mid-run
 
 
-def _emit(result, format: Format, output: Optional[Path], history: Optional[Path]) -> None:
-    from .report import render_text, to_json, to_markdown
-    from .report.text import console
+def _outputs(format: Format, output: Optional[Path], report: Optional[List[str]], history: Optional[Path]):
+    """Every destination, checked writable before anything runs (exit 2 otherwise)."""
+    from ._outputs import Outputs, check_all, parse_report
 
-    if history:
-        result.history.save(history)
-    if format is Format.text:
-        if output:
-            with open(output, "w") as handle:
-                render_text(result, console(handle))
-        else:
-            render_text(result, console())
-        return
-    text = to_json(result) if format is Format.json else to_markdown(result)
-    if output:
-        Path(output).write_text(text + "\n")
-    else:
-        print(text)
+    outputs = Outputs(format.value, output, tuple(parse_report(r) for r in report or ()), history)
+    check_all(outputs)
+    return outputs
 
 
 class _Progress:

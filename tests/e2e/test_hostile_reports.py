@@ -29,3 +29,15 @@ def test_no_escape_from_the_target_reaches_a_terminal():
     for sequence in (b"\x1b]", b"\x1b[2J", b"\xc2\x9b", b"\x07"):
         assert sequence not in coloured
 
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_every_report_of_a_real_hostile_run_keeps_its_text_inert(tmp_path):
+    reports = {fmt: tmp_path / f"r.{fmt}" for fmt in ("markdown", "json", "junit", "sarif", "text")}
+    args = [a for fmt, path in reports.items() for a in ("--report", f"{fmt}={path}")]
+    shown = on_a_terminal("check", str(SPEC), *args, "--format", "github", NO_COLOR="1", TERM="dumb")
+    assert b"\x1b" not in shown and b"::error file=" in shown
+    for fmt, path in reports.items():
+        text = path.read_text()
+        assert "\x1b" not in text.replace("\\u001b", "") and "@octocat" in text, fmt

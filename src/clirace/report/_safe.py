@@ -57,3 +57,13 @@ def status_value(status) -> str:
 
 def spec_dir_of(result) -> str:
     return os.path.dirname(os.path.abspath(result.spec_path)) if result.spec_path else ""
+
+
+def replay(result, command: str) -> str:
+    """A replay command with the spec named as the reader would type it (relative to the current directory)."""
+    import shlex
+
+    from ._locate import display_path
+    if result.spec_path:
+        command = command.replace(shlex.quote(result.spec_path), shlex.quote(display_path(result.spec_path)))
+    return clean(command)

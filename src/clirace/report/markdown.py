@@ -12,7 +12,7 @@ import re
 
 from ..rubric import load_section
 from ._group import grouped, more_text, shown_invocations
-from ._safe import clean, clip, spec_dir_of, status_value
+from ._safe import clean, clip, replay, spec_dir_of, status_value
 
 LIMIT = 65_536  # GitHub's limit on a comment or a step summary, in characters
 CELL = 600  # characters of one table cell's evidence
@@ -87,12 +87,12 @@ def _evidence_block(finding, others, spec_dir: str) -> str:
     return "\n".join(["<details><summary>Evidence</summary>", "", fenced(body), "", "</details>"])
 
 
-def _finding(finding, others, spec_dir: str) -> str:
+def _finding(result, finding, others, spec_dir: str) -> str:
     parts = [f"#### {finding.code} {finding.rule['name']} ({finding.severity})", "", message(finding, spec_dir), ""]
     if finding.rule.get("fix"):
         parts += [f"**Fix:** {finding.rule['fix']}", ""]
     if finding.evidence.replay:
-        parts += [f"Replay: {code(finding.evidence.replay)}", ""]
+        parts += [f"Replay: {code(replay(result, finding.evidence.replay))}", ""]
     parts.append(_evidence_block(finding, others, spec_dir))
     return "\n".join(parts)
 
@@ -121,10 +121,10 @@ def to_markdown(result, limit: int = LIMIT) -> str:
                                                     observed[:OBSERVED_LINES]]]
         if len(observed) > OBSERVED_LINES:
             tail.append(f"- … {len(observed) - OBSERVED_LINES} more (all in `--format json`)")
-    tail += ["", f"Seed {result.seed}; {result.seconds:.1f}s; replay all: {code(result.replay())}"]
+    tail += ["", f"Seed {result.seed}; {result.seconds:.1f}s; replay all: {code(replay(result, result.replay()))}"]
     tail += [f"- note: {code(note, spec_dir)}" for note in result.notes]
 
-    blocks = [_finding(f, others, spec_dir) for f, others in grouped(result.findings())]
+    blocks = [_finding(result, f, others, spec_dir) for f, others in grouped(result.findings())]
     text = _assemble(head, blocks, tail, 0)
     shown = len(blocks)
     while len(text) > limit and shown > 0:  # drop whole findings from the end, never cut inside one

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ..rubric import load_section
 from ._group import grouped, more_text, shown_invocations
-from ._safe import clean, spec_dir_of, status_value
+from ._safe import clean, replay, spec_dir_of, status_value
 
 STYLE = {"pass": "green", "fail": "bold red", "not_tested": "yellow", "unknown": "magenta", "not_applicable": "dim"}
 WORD = {"pass": "pass", "fail": "FAIL", "not_tested": "not tested", "unknown": "indeterminate",
@@ -103,7 +103,7 @@ def render_text(result, out: Console) -> None:
             if not f.advisory:
                 if f.rule.get("fix"):
                     out.print(Text(f"    fix: {f.rule['fix']}"))
-                out.print(Text(f"    replay: {safe(ev.replay)}", style="dim"))
+                out.print(Text(f"    replay: {replay(result, ev.replay)}", style="dim"))
             if others:
                 out.print(Text(f"    {safe(more_text(others))}", style="dim"))
     observed = result.observed()
@@ -123,5 +123,5 @@ def render_text(result, out: Console) -> None:
                                                     for c in result.score.blocked_by)))
     if result.score.corruption:
         out.print(Text("  silent corruption was found, which holds the score at 0", style="bold red"))
-    out.print(Text(f"  seed {result.seed}, {result.seconds:.1f}s; replay: {safe(result.replay())}", style="dim"))
+    out.print(Text(f"  seed {result.seed}, {result.seconds:.1f}s; replay: {replay(result, result.replay())}", style="dim"))
     out.file.flush()
