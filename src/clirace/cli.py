@@ -128,10 +128,28 @@ def judge(
 
 
 @app.command()
-def schema():
-    """Print the JSON Schema of the spec format."""
+def schema(
+    result: bool = typer.Option(False, "--result", help="Print the schema of `--format json` output instead."),
+):
+    """Print the JSON Schema of the spec format (or, with --result, of the JSON result)."""
     from importlib import resources
-    print(resources.files("clirace").joinpath("spec_schema.json").read_text())
+    name = "result_schema.json" if result else "spec_schema.json"
+    print(resources.files("clirace").joinpath(name).read_text().rstrip("\n"))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        print(f"clirace {__version__}")
+        raise typer.Exit(errors.EXIT_OK)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the clirace version and exit."),
+):
+    """Run a CLI's mutating commands in parallel and score how it copes (rubric §15)."""
 
 
 @app.command()
