@@ -154,18 +154,47 @@ def _main(
 
 @app.command()
 def checks():
-    """List the checks and the rules (finding codes) they report."""
+    """List the criteria, the checks behind them, and the rules (finding codes) they report."""
+    import shutil
+    import textwrap
+
     from .checks import REGISTRY
     from .rubric import load_section, rules
 
+    width = max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))
+
+    def block(head: str, lines: list[str], indent: int) -> None:
+        print(head)
+        for line in lines:
+            print(textwrap.fill(line, width, initial_indent=" " * indent, subsequent_indent=" " * indent))
+
     section = load_section("s15")
+    print(f"Criteria of §{section['section']} {section['title']}")
     for level in section["levels"]:
         for c in level.get("criteria", []):
-            print(f"level {level['score']}  {c['id']}: {c['text']}  [checks: {', '.join(c['checks'])}]")
+            block(f"  level {level['score']}  {c['id']}", [c["text"], f"checks: {', '.join(c['checks'])}"], 11)
     print()
+    print("Rules (clirace explain CODE says more)")
     for code, rule in rules().items():
-        print(f"{code}  {rule['name']:32} {rule['severity']:10} {rule['fix']}")
+        if rule.get("retired"):
+            continue
+        block(f"  {code}  {rule['name']} [{rule['severity']}]", [rule["fix"]] if rule.get("fix") else [], 8)
     assert set(REGISTRY)  # imported so that a broken check module shows here, not mid-run
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., help="A finding code, e.g. CR202 (see `clirace checks`).")):
+    """Explain a finding code: what it means, why it matters to an agent calling the tool, how to fix it."""
+    from ._spec_messages import did_you_mean
+    from .explain import as_text
+    from .rubric import rules
+
+    if code.upper() not in rules():
+        guess = did_you_mean(code.upper(), sorted(rules()), "{}")
+        raise errors.UsageError(f"{code!r} is not a clirace finding code" + (f"; did you mean {guess}?" if guess else "."),
+                                hint="`clirace checks` lists them all.")
+    import shutil
+    print(as_text(code, width=max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))), end="")
 
 
 def _outputs(format: Format, output: Optional[Path], report: Optional[List[str]], history: Optional[Path]):

@@ -29,14 +29,18 @@ def explanation(code: str) -> dict | None:
     return {**{k: "" for k in FIELDS}, **(explanations().get(code) or {})}
 
 
-def as_text(code: str) -> str:
+def as_text(code: str, width: int = 100) -> str:
+    """For a terminal: prose wrapped to `width`, examples as they are."""
+    import textwrap
+
     rule = rules()[code.upper()]
     ex = explanation(code)
     parts = [f"{code.upper()} {rule['name']} [{rule['severity']}]", ""]
     for title, key in (("What it means", "means"), ("Why it matters to an agent", "matters"), ("How to fix it", "fix")):
         text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
         if text:
-            parts += [f"{title}:", *("  " + line for line in text.strip().splitlines()), ""]
+            parts += [f"{title}:", textwrap.fill(" ".join(text.split()), width, initial_indent="  ",
+                                                 subsequent_indent="  "), ""]
     for title, key in (("Before", "before"), ("After", "after")):
         if ex[key]:
             parts += [f"{title}:", *("    " + line for line in ex[key].rstrip().splitlines()), ""]
