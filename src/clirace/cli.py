@@ -34,11 +34,12 @@ FORMAT_HELP = ("Format on stdout (or -o): text (a table), json, markdown (a pull
 REPORT_HELP = "Also write FORMAT to PATH, e.g. sarif=clirace.sarif (repeatable; each file written atomically)."
 OUTPUT_HELP = "Write the --format report to this file instead of stdout."
 MIN_SCORE_HELP = "Exit 1 when the score is below this (for CI)."
+OUTSIDE_HELP = ("Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path).")
 
 
 @app.command()
 def check(
-    spec: Path = typer.Argument(..., help="The YAML spec describing the tool (see README)."),
+    spec: Path = typer.Argument(..., help="The YAML spec describing the tool (`clirace init` writes a starter, `clirace validate` checks it, `clirace schema` prints its format)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help=FORMAT_HELP),
     min_score: int = typer.Option(0, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed for every random choice; printed with the result."),
@@ -50,7 +51,7 @@ def check(
     history: Optional[Path] = typer.Option(None, "--history", help="Save the run's history here (re-judge with `clirace judge`)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
     report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
-    allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help="Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path)."),
+    allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
 ):
     """Check a tool described by SPEC and print its §15 score with the evidence."""
     from .checks import REGISTRY
@@ -195,6 +196,50 @@ def explain(code: str = typer.Argument(..., help="A finding code, e.g. CR202 (se
                                 hint="`clirace checks` lists them all.")
     import shutil
     print(as_text(code, width=max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))), end="")
+
+
+@app.command()
+def validate(
+    specs: List[Path] = typer.Argument(..., help="Spec files to validate."),
+    allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
+):
+    """Load specs as `check` would and say what each lets clirace test; runs nothing of the tool."""
+    from .observe import available
+    from .spec import load_spec
+    from .validate import coverage, describe
+
+    strace = available()
+    failed = False
+    for path in specs:
+        try:
+            spec = load_spec(path, allow_outside_sandbox=allow_outside_sandbox)
+        except errors.SpecError as exc:
+            print(f"clirace: {exc.paragraph()}", file=sys.stderr)
+            failed = True
+            continue
+        testable = any(c.testable for c in coverage(spec, strace))
+        print(f"{path}: " + ("valid" if testable else "valid, but nothing can be tested"))
+        print("\n".join(describe(spec, strace)))
+        failed = failed or not testable
+    raise typer.Exit(errors.EXIT_USAGE if failed else errors.EXIT_OK)
+
+
+@app.command()
+def init(
+    path: Path = typer.Argument(Path("clirace.yaml"), help="Where to write the spec."),
+    example: Optional[str] = typer.Option(None, "--example", help="Start from a shipped example instead: "
+                                          "flock-counter, git-config, sqlite3, ... (`--example list` lists them)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+):
+    """Write a commented starter spec (or a shipped example), with the schema line editors use."""
+    from .starter import examples, write_starter
+
+    if example == "list":
+        print("\n".join(examples()))
+        return
+    for written in write_starter(path, example, force):
+        print(f"wrote {written}")
+    print(f"next: edit it, then `clirace validate {path}` and `clirace check {path}`")
 
 
 def _outputs(format: Format, output: Optional[Path], report: Optional[List[str]], history: Optional[Path]):
