@@ -6,8 +6,9 @@ What's here, in pipeline order (each stage a plain function of the previous one'
   history.py       what happened: invocations and observed facts, saved and re-judged as JSON
   checks/          one module per check: history -> Verdict with findings (findings.py)
   rubric.py        rubric/*.yaml applied to verdicts -> criteria and score
-  report/          text, JSON and Markdown renderings
+  report/          text, JSON, Markdown, GitHub, JUnit and SARIF renderings (_outputs.py writes them)
   pipeline.py      the stages wired together; cli.py and pytest_plugin.py are the two front doors
+  validate.py, starter.py, explain.py   `clirace validate`, `clirace init`, `clirace explain`
 Public API: `check`, `judge_history`, `load_spec`, `Result`, `SpecError`, `CliraceError`.
 """
 from __future__ import annotations
