@@ -58,3 +58,13 @@ def test_an_oversized_report_drops_whole_findings_with_a_note():
     assert "more findings not shown" in cut
     assert cut.count("<details><summary>") == cut.count("\n</details>")
     assert sum(1 for t in tokens(cut) if t.type == "fence") == cut.count("<details><summary>")
+
+
+def test_runner_paths_are_shortened_and_controls_escaped():
+    import sys
+    import tempfile
+
+    from clirace.report._safe import clean
+    run = f"{tempfile.gettempdir()}/clirace-ab12cd34"
+    text = f"{run}/lock-3/home/x {run} {sys.executable} /src/proj/tool.py \x1b[2J\x9b\x00"
+    assert clean(text, "/src/proj") == "{sandbox}/home/x {run} {python} {spec_dir}/tool.py \\x1b[2J\\x9b\\x00"

@@ -35,15 +35,10 @@ def shorten(text: str, spec_dir: str | None = None) -> str:
     return text
 
 
-def clean(text, spec_dir: str | None = None, *, oneline: bool = True) -> str:
-    """Untrusted text ready for any report: paths shortened, whitespace runs folded (when oneline), controls
+def clean(text, spec_dir: str | None = None) -> str:
+    """Untrusted text ready for any report, on one line: paths shortened, whitespace runs folded, controls
     escaped."""
-    text = shorten(str(text), spec_dir)
-    if oneline:
-        text = " ".join(text.split())
-    else:
-        text = "\n".join(escape_controls(line) for line in text.splitlines())
-    return escape_controls(text)
+    return escape_controls(" ".join(shorten(str(text), spec_dir).split()))
 
 
 def clip(text: str, limit: int) -> str:
