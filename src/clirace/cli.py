@@ -11,18 +11,13 @@ from typing import List, Optional
 import typer
 
 from . import errors
+from ._outputs import FORMATS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Run a CLI's mutating commands in parallel and score how it copes (rubric §15).")
 
 
-class Format(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    github = "github"
-    junit = "junit"
-    sarif = "sarif"
+Format = Enum("Format", {name: name for name in FORMATS}, type=str)  # one list of formats: _outputs.FORMATS
 
 
 class Terminated(BaseException):
@@ -34,13 +29,13 @@ FORMAT_HELP = ("Format on stdout (or -o): text (a table), json, markdown (a pull
 REPORT_HELP = "Also write FORMAT to PATH, e.g. sarif=clirace.sarif (repeatable; each file written atomically)."
 OUTPUT_HELP = "Write the --format report to this file instead of stdout."
 MIN_SCORE_HELP = "Exit 1 when the score is below this (for CI)."
-OUTSIDE_HELP = ("Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path).")
+OUTSIDE_HELP = "Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path)."
 
 
 @app.command()
 def check(
     spec: Path = typer.Argument(..., help="The YAML spec describing the tool (`clirace init` writes a starter, `clirace validate` checks it, `clirace schema` prints its format)."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help=FORMAT_HELP),
+    format: Format = typer.Option("text", "--format", "-f", help=FORMAT_HELP),
     min_score: int = typer.Option(0, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed for every random choice; printed with the result."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, max=100, help="Parallel rounds per workload (default: the spec's, else 3)."),
@@ -112,7 +107,7 @@ def check(
 @app.command()
 def judge(
     history: Path = typer.Argument(..., help="A history saved by `clirace check --history`."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help=FORMAT_HELP),
+    format: Format = typer.Option("text", "--format", "-f", help=FORMAT_HELP),
     min_score: int = typer.Option(0, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
     report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
