@@ -2,7 +2,8 @@
 
 Every string that can come from the target goes through `_safe.clean` (control characters escaped, runner
 paths shortened), and into `Text` objects, never into Rich markup. Layout: a terminal's own width; piped output
-uses $COLUMNS (default 100), no box drawing and no trailing spaces. NO_COLOR removes colour, nothing else.
+uses $COLUMNS (default 100), no box drawing and no trailing spaces. NO_COLOR removes colour (and with it
+bold and dim), nothing else: the layout is the same.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def console(file=None) -> Console:
     file = file or sys.stdout
     tty = file.isatty()
     no_color = bool(os.environ.get("NO_COLOR"))
-    if tty:
-        return Console(file=file, no_color=no_color, highlight=False, emoji=False)
+    if tty:  # NO_COLOR: no colour system at all, so no escape codes either; the layout stays the terminal's
+        return Console(file=file, color_system=None if no_color else "auto", highlight=False, emoji=False)
     try:
         width = int(os.environ.get("COLUMNS", "")) or PIPE_WIDTH
     except ValueError:
