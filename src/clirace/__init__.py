@@ -6,8 +6,9 @@ What's here, in pipeline order (each stage a plain function of the previous one'
   history.py       what happened: invocations and observed facts, saved and re-judged as JSON
   checks/          one module per check: history -> Verdict with findings (findings.py)
   rubric.py        rubric/*.yaml applied to verdicts -> criteria and score
-  report/          text, JSON and Markdown renderings
+  report/          text, JSON, Markdown, GitHub, JUnit and SARIF renderings (_outputs.py writes them)
   pipeline.py      the stages wired together; cli.py and pytest_plugin.py are the two front doors
+  validate.py, starter.py, explain.py   `clirace validate`, `clirace init`, `clirace explain`
 Public API: `check`, `judge_history`, `load_spec`, `Result`, `SpecError`, `CliraceError`.
 """
 from __future__ import annotations
@@ -21,7 +22,10 @@ def check(spec_path, *, seed=None, rounds=None, parallel=None, only=(), strace=T
     from .pipeline import Options, run
     from .spec import load_spec as _load
     spec = _load(spec_path, allow_outside_sandbox=allow_outside_sandbox)
-    return run(spec, Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(only), strace=strace))
+    from .registry import resolve
+    checks = tuple(resolve(name) or name for name in only)
+    return run(spec, Options(seed=seed, rounds=rounds, parallel=parallel, only=checks, strace=strace,
+                             allow_outside_sandbox=allow_outside_sandbox))
 
 
 def judge_history(path):

@@ -47,7 +47,7 @@ def load_located(path: Path) -> Located:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise SpecError("spec file not found.", where=origin,
-                        hint="Pass the path of a clirace YAML spec, e.g. fixtures/level3/clirace.yaml.") from None
+                        hint="Pass the path of a clirace YAML spec; `clirace init` writes a commented starter.") from None
     except IsADirectoryError:
         raise SpecError("is a directory, not a spec file.", where=origin) from None
     except OSError as exc:

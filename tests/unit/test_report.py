@@ -40,7 +40,7 @@ def test_every_format_renders_the_same_verdict():
     assert data["score"] == 0 and data["corruption"] is True
     assert [f["code"] for f in data["findings"]] == ["CR101", "CR101"]
     markdown = to_markdown(result)
-    assert "**CR101**" in markdown and "and 1 more like it" in markdown and "observed:" in markdown
+    assert "#### CR101 lost-increment" in markdown and "and 1 more like it" in markdown and "observed:" in markdown
     out = io.StringIO()
     render_text(result, console(out))
     text = out.getvalue()

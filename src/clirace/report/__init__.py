@@ -1,6 +1,29 @@
-"""Stage 8, report: the Result rendered for a terminal, for machines (JSON) and for pull requests (Markdown)."""
-from .jsonout import to_json
-from .markdown import to_markdown
-from .text import render_text
+"""Stage 8, report: one Result rendered in every format, one module each.
 
-__all__ = ["to_json", "to_markdown", "render_text"]
+text (a terminal), json (machines; its JSON Schema ships as result_schema.json), markdown (a pull request or
+step summary), github (workflow-command annotations), junit (CI test results), sarif (code scanning).
+Everything that came from the target is untrusted: each renderer shows it through `_safe`.
+"""
+from __future__ import annotations
+
+import io
+
+from .github import to_github
+from .jsonout import to_json
+from .junit import to_junit
+from .markdown import to_markdown
+from .sarif import to_sarif
+from .text import console, render_text
+
+
+def to_text(result) -> str:
+    """The text report as a file holds it: plain, $COLUMNS wide (default 100), no trailing spaces."""
+    buffer = io.StringIO()
+    render_text(result, console(buffer))
+    return buffer.getvalue()
+
+
+RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "github": to_github, "junit": to_junit,
+             "sarif": to_sarif}
+
+__all__ = ["RENDERERS", "render_text", "to_github", "to_json", "to_junit", "to_markdown", "to_sarif", "to_text"]

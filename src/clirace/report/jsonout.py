@@ -1,10 +1,13 @@
-"""The JSON result: a stable, documented shape (README, "JSON output")."""
+"""The JSON result: a stable, documented shape (README, "JSON output"; `clirace schema --result` prints its
+JSON Schema, result_schema.json, which a test holds real results to)."""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 
+from .. import __version__
 from ..rubric import UNKNOWN, load_section
+from ._safe import status_value
 
 PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "unknown": "not_tested"}
 
@@ -12,8 +15,8 @@ PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "un
 def as_dict(result) -> dict:
     section = load_section("s15")
     return {
+        "clirace_version": __version__,
         "rubric": f"§{section['section']} {section['title']}",
-        "clirace_version": result.history.environment.clirace_version,
         "score": result.score.score,
         "max_score": max(level["score"] for level in section["levels"]),
         "decided_by": result.score.line,
@@ -24,7 +27,7 @@ def as_dict(result) -> dict:
         "spec": result.spec_path,
         "seconds": round(result.seconds, 2),
         "interrupted": result.interrupted,
-        "criteria": [{"id": c.id, "level": c.level, "status": PUBLIC_STATUS[c.status],
+        "criteria": [{"id": c.id, "level": c.level, "status": PUBLIC_STATUS[status_value(c.status)],
                       "indeterminate": c.status == UNKNOWN, "evidence": c.evidence, "to_test": c.to_test}
                      for c in result.criteria],
         "findings": [f.to_dict() for f in result.findings()],

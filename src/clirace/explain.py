@@ -1,0 +1,61 @@
+"""Per-code explanations (rubric/explain.yaml): what a rule means, why it matters to an agent calling the
+tool, how to fix it, with a before/after example. `clirace explain CODE` prints one; SARIF uses them as help.
+
+Kept apart from rubric/rules.yaml (the catalogue the checks report from) so that prose can grow without
+touching the data the verdicts depend on; a test keeps the two in step.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import yaml
+
+from .rubric import rubric_dir, rules
+
+FIELDS = ("means", "matters", "fix", "before", "after")
+
+
+@lru_cache(maxsize=1)
+def explanations() -> dict:
+    path = rubric_dir() / "explain.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else {}
+
+
+def explanation(code: str) -> dict | None:
+    """The explanation of `code` (FIELDS), or None for a code clirace does not know."""
+    code = code.upper()
+    if code not in rules():
+        return None
+    return {**{k: "" for k in FIELDS}, **(explanations().get(code) or {})}
+
+
+def as_text(code: str, width: int = 100) -> str:
+    """For a terminal: prose wrapped to `width`, examples as they are."""
+    import textwrap
+
+    rule = rules()[code.upper()]
+    ex = explanation(code)
+    parts = [f"{code.upper()} {rule['name']} [{rule['severity']}]", ""]
+    for title, key in (("What it means", "means"), ("Why it matters to an agent", "matters"), ("How to fix it", "fix")):
+        text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
+        if text:
+            parts += [f"{title}:", textwrap.fill(" ".join(text.split()), width, initial_indent="  ",
+                                                 subsequent_indent="  "), ""]
+    for title, key in (("Before", "before"), ("After", "after")):
+        if ex[key]:
+            parts += [f"{title}:", *("    " + line for line in ex[key].rstrip().splitlines()), ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def as_markdown(code: str) -> str:
+    rule = rules()[code.upper()]
+    ex = explanation(code)
+    parts = []
+    for title, key in (("What it means", "means"), ("Why it matters", "matters"), ("How to fix it", "fix")):
+        text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
+        if text:
+            parts += [f"**{title}.** {' '.join(text.split())}", ""]
+    for title, key in (("Before", "before"), ("After", "after")):
+        if ex[key]:
+            parts += [f"**{title}:**", "", "```", ex[key].rstrip(), "```", ""]
+    return "\n".join(parts).rstrip() + "\n"

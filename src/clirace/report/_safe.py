@@ -1,0 +1,64 @@
+"""Text that came from the target, made safe to show: control characters escaped, runner paths shortened.
+
+Everything a target printed (and everything derived from it: evidence, summaries, paths, notes) is untrusted
+input. A terminal obeys escape sequences (OSC 52 writes the clipboard, OSC 8 hides a link, CSI 2J clears the
+screen), so every renderer passes such text through `clean()` before it shows it anywhere.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+
+# C0 (tab and newline included: a caller that wants lines splits them first), DEL, C1; ESC is in C0.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# clirace's run directory (tempfile.mkdtemp(prefix="clirace-")) and a trial's sandbox directly inside it.
+_RUNDIR = re.compile(re.escape(tempfile.gettempdir().rstrip("/")) + r"/clirace-[A-Za-z0-9_]+(/[A-Za-z0-9_.-]+)?")
+
+
+def escape_controls(text: str) -> str:
+    """Every control character as a visible \\xNN, so a terminal never receives one from the target."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def shorten(text: str, spec_dir: str | None = None) -> str:
+    """Runner-specific paths replaced by stable names: sandboxes, the spec's directory, the interpreter, home."""
+    text = _RUNDIR.sub(lambda m: "{sandbox}" if m.group(1) else "{run}", text)
+    if sys.executable and len(sys.executable) > 1:
+        text = text.replace(sys.executable, "{python}")
+    if spec_dir and len(spec_dir) > 1:
+        text = text.replace(spec_dir.rstrip("/") + "/", "{spec_dir}/")
+    home = os.path.expanduser("~")
+    if len(home) > 1:
+        text = re.sub(re.escape(home) + r"(?=/|\b)", "~", text)
+    return text
+
+
+def clean(text, spec_dir: str | None = None) -> str:
+    """Untrusted text ready for any report, on one line: paths shortened, whitespace runs folded, controls
+    escaped."""
+    return escape_controls(" ".join(shorten(str(text), spec_dir).split()))
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def status_value(status) -> str:
+    """A criterion or verdict status as its plain string ("pass", "fail", ...), whether str or str-Enum."""
+    return getattr(status, "value", status)
+
+
+def spec_dir_of(result) -> str:
+    return os.path.dirname(os.path.abspath(result.spec_path)) if result.spec_path else ""
+
+
+def replay(result, command: str) -> str:
+    """A replay command with the spec named as the reader would type it (relative to the current directory)."""
+    import shlex
+
+    from ._locate import display_path
+    if result.spec_path:
+        command = command.replace(shlex.quote(result.spec_path), shlex.quote(display_path(result.spec_path)))
+    return clean(command)

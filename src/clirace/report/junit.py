@@ -1,0 +1,67 @@
+"""JUnit XML, as CI systems display test results: one testcase per criterion.
+
+A failed criterion is a <failure> whose message is its first finding and whose text holds every finding with
+its evidence; a criterion not tested (or undecided) is <skipped> with the reason and what to add to the spec.
+Target text is cleaned first: XML 1.0 cannot carry most control characters at all.
+"""
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+
+from ._locate import display_path
+from ._safe import clean, replay, spec_dir_of, status_value
+
+
+def _finding_text(result, finding, spec_dir: str) -> str:
+    ev = finding.evidence
+    lines = [f"{finding.code} {finding.rule['name']} [{finding.severity}] {clean(finding.message(), spec_dir)}"]
+    if ev.trial:
+        lines.append(f"  trial: {clean(ev.trial, spec_dir)}")
+    for inv in ev.invocations[:4]:
+        lines.append(f"  {clean(inv['label'])}: {clean(inv['command'], spec_dir)} -> {clean(inv['outcome'])}; "
+                     f"{clean(inv['printed'], spec_dir)}")
+    if ev.expected or ev.found:
+        lines.append(f"  expected: {clean(ev.expected, spec_dir)}; found: {clean(ev.found, spec_dir)}")
+    if ev.observed:
+        lines.append(f"  observed: {clean(ev.observed, spec_dir)}")
+    if finding.rule.get("fix"):
+        lines.append(f"  fix: {finding.rule['fix']}")
+    if ev.replay:
+        lines.append(f"  replay: {replay(result, ev.replay)}")
+    return "\n".join(lines)
+
+
+def to_junit(result) -> str:
+    spec_dir = spec_dir_of(result)
+    spec = display_path(result.spec_path) or "spec"
+    name = os.path.basename(spec)
+    statuses = [status_value(c.status) for c in result.criteria]
+    suite = ET.Element("testsuite", name=f"clirace {clean(name)}", tests=str(len(result.criteria)),
+                       failures=str(statuses.count("fail")), errors="0",
+                       skipped=str(sum(s not in ("pass", "fail") for s in statuses)),
+                       time=f"{result.seconds:.3f}")
+    props = ET.SubElement(suite, "properties")
+    for key, value in (("score", result.score.score), ("decided_by", result.score.line), ("seed", result.seed),
+                       ("spec", clean(spec)), ("replay", replay(result, result.replay()))):
+        ET.SubElement(props, "property", name=key, value=str(value))
+    for c, status in zip(result.criteria, statuses):
+        case = ET.SubElement(suite, "testcase", classname=f"clirace.{clean(name)}", name=c.id, time="0")
+        if status == "fail":
+            first = c.findings[0] if c.findings else None
+            message = (f"{first.code}: {clean(first.message(), spec_dir)}" if first else clean(c.evidence, spec_dir))
+            failure = ET.SubElement(case, "failure", message=message, type=first.code if first else "fail")
+            failure.text = "\n\n".join([clean(c.evidence, spec_dir)] +
+                                       [_finding_text(result, f, spec_dir) for f in c.findings])
+        elif status != "pass":
+            why = ("indeterminate: " if status == "unknown" else "not tested: ") + clean(c.evidence, spec_dir)
+            if c.to_test:
+                why += f"; to test: {clean(c.to_test, spec_dir)}"
+            ET.SubElement(case, "skipped", message=why)
+        else:
+            ET.SubElement(case, "system-out").text = clean(c.evidence, spec_dir)
+    suites = ET.Element("testsuites", name="clirace", tests=suite.get("tests"), failures=suite.get("failures"),
+                        skipped=suite.get("skipped"))
+    suites.append(suite)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")

@@ -1,0 +1,92 @@
+"""`clirace init`: a commented starter spec, or one of the shipped examples (docs/examples, in the wheel as
+clirace/_examples), headed by a yaml-language-server line so that editors complete and check it."""
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+from .errors import UsageError
+
+SUFFIX = ".clirace.yaml"
+
+STARTER = """\
+# clirace spec: describes your tool's mutating commands; `clirace validate` says what it lets clirace test,
+# `clirace check` runs it. Every command runs in a throw-away sandbox: HOME, TMPDIR and XDG_* point there.
+version: 1
+tool:
+  command: ["mytool"]          # TODO your tool: a name on PATH, or ["{python}", "{spec_dir}/tool.py"]
+  timeout: 10s                 # deadline of one invocation
+# setup:                       # run in every fresh sandbox first; each must exit 0
+#   - ["init"]
+parallel: 8                    # invocations per parallel round
+rounds: 3                      # rounds per workload
+workloads:                     # what must survive parallel calls (at least one, for level 1)
+  - kind: keys                 # N parallel writes of distinct {key}={value}: each success readable after
+    run: ["config", "set", "{key}", "{value}"]                        # TODO
+    config: {path: "{config_home}/mytool/config.json", format: json}  # TODO (json, yaml, toml or ini)
+  # - kind: counter            # N parallel increments: final = start + number of runs that exited 0
+  #   run: ["counter", "incr"]
+  #   read: ["counter", "get"]  # prints the counter
+  # - kind: claim              # a queue of N items, N parallel claims: no double claim, no lost item
+  #   add: ["queue", "add", "{item}"]
+  #   run: ["queue", "claim"]
+  #   claimed: '^claimed (\\S+)$'
+  # - kind: output             # N parallel runs, distinct inputs: each output holds its own input's text
+  #   run: ["process", "--input", "{input}", "--output", "{output}"]
+lock:                          # levels 1-3: how the tool's lock behaves when it is busy
+  contender: ["config", "set", "contender", "1"]   # TODO a mutating command that takes the lock
+  hold:                        # how clirace keeps the lock busy, exactly one of:
+    park:                      # - a real invocation, parked while it reads this file (made a named pipe)
+      command: ["config", "set", "holder", "1"]
+      fifo: "{config_home}/mytool/config.json"
+    # take: {path: "{state_home}/mytool/lock", kind: flock}   # - clirace takes the lock itself
+  # error_command: ["queue", "claim"]              # takes the lock, then fails (tests release on error)
+  # wait_option: ["--lock-timeout", "{timeout_ms}"] # level 3: a bounded wait for the lock
+# session:                     # level 3: temp files namespaced by a session id
+#   flag: ["--session-id", "{session_id}"]
+"""
+
+
+def schema_line() -> str:
+    schema = json.loads(resources.files("clirace").joinpath("spec_schema.json").read_text())
+    return f"# yaml-language-server: $schema={schema['$id']}\n"
+
+
+def examples_dir() -> Path:
+    shipped = resources.files("clirace").joinpath("_examples")
+    if shipped.is_dir():
+        return Path(str(shipped))
+    return Path(__file__).resolve().parents[2] / "docs" / "examples"  # a source checkout or editable install
+
+
+def examples() -> list[str]:
+    return sorted(p.name[:-len(SUFFIX)] for p in examples_dir().glob(f"*{SUFFIX}"))
+
+
+def write_starter(path: Path, example: str | None = None, force: bool = False) -> list[Path]:
+    """Write the spec (and an example's companion files beside it); return what was written."""
+    files: dict[Path, str] = {}
+    if example is None:
+        files[path] = schema_line() + STARTER
+    else:
+        if example.endswith(SUFFIX):
+            example = example[:-len(SUFFIX)]
+        if example not in examples():
+            raise UsageError(f"--example {example!r} is not a shipped example.", hint=f"Examples: {', '.join(examples())}.")
+        source = examples_dir()
+        files[path] = schema_line() + (source / f"{example}{SUFFIX}").read_text()
+        for companion in sorted(source.glob(f"{example}.*")):
+            if not companion.name.endswith(SUFFIX):
+                files[path.parent / companion.name] = companion.read_text()
+    for target in files:
+        if target.exists() and not force:
+            raise UsageError(f"{target} already exists.", hint="Pass --force to overwrite it, or another path.")
+        if not target.parent.is_dir():
+            raise UsageError(f"{target}: the directory {target.parent} does not exist.")
+    for target, text in files.items():
+        target.write_text(text)
+        if target.suffix == ".sh":
+            os.chmod(target, 0o755)
+    return list(files)

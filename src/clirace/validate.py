@@ -1,0 +1,85 @@
+"""`clirace validate`: what a spec will and will not let clirace test, without running anything of the tool.
+
+The spec is loaded exactly as `check` loads it (schema, placeholders, the program exists); then each criterion
+says which parts of the spec exercise it, or what to add. The only process started is strace's own probe.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from . import placeholders
+from .rubric import load_section
+from .spec import Spec
+
+
+FULL, PARTIAL, NONE = "will test", "partly", "will not test"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    criterion: str
+    level: int
+    extent: str  # FULL; PARTIAL (can fail, cannot pass: a part is not exercised); NONE
+    how: str  # what will exercise it, and what to add for the rest
+
+    @property
+    def testable(self) -> bool:
+        return self.extent != NONE
+
+
+def _lock_release(spec: Spec) -> tuple[str, str]:
+    lock = spec.lock
+    if lock.hold.how == "take":
+        return NONE, "clirace takes the lock itself (lock.hold.take), so the tool is never the holder; use " \
+                      "lock.hold.command or lock.hold.park"
+    how = "the holder's normal exit, Ctrl-C and SIGTERM"
+    if lock.error_command or lock.hold.invalid_content:
+        return FULL, how + " and error exit (" + ("lock.error_command" if lock.error_command else
+                                                 "lock.hold.park.invalid_content") + ")"
+    return PARTIAL, how + "; it cannot pass without the error exit: add lock.error_command"
+
+
+def coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
+    usable, why = strace
+    kinds = [w.kind for w in spec.workloads]
+    keys = spec.workload("keys")
+    out = {}
+    out["no-silent-corruption"] = (FULL, f"workloads: {', '.join(kinds)}") if kinds else (NONE, "")
+    if spec.lock:
+        hold = {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
+        out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock")
+        out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
+        out["lock-released-on-exit"] = _lock_release(spec)
+        out["lock-wait-timeout"] = ((FULL, f"lock.wait_option {' '.join(spec.lock.wait_option)}, wait "
+                                           f"{spec.lock.wait:g}s") if spec.lock.wait_option else (NONE, ""))
+    session = spec.session
+    if session and (session.flag or session.env):
+        how = f"session.{'flag' if session.flag else 'env'}, temp files of " + (
+            "session.run" if session.run else "the output workload")
+        out["session-isolation"] = (FULL, how) if usable else (NONE, f"needs strace: {why}")
+    if keys and keys.config:
+        how = f"readers of {keys.config.path} ({keys.config.format}) during parallel writes"
+        if usable:
+            out["atomic-config-writes"] = (FULL, how + "; writers killed mid-write (strace)")
+        else:
+            out["atomic-config-writes"] = (PARTIAL, how + f"; it cannot pass without the mid-write kills ({why})")
+    result = []
+    for level in load_section("s15")["levels"]:
+        for c in level.get("criteria", []):
+            extent, how = out.get(c["id"], (NONE, ""))
+            result.append(Coverage(c["id"], level["score"], extent, how or c.get("to_test", "")))
+    return result
+
+
+def describe(spec: Spec, strace: tuple[bool, str]) -> list[str]:
+    static = {"spec_dir": str(spec.spec_dir), "python": sys.executable}
+    command = " ".join(placeholders.expand(a, static) for a in spec.command)
+    lines = [f"  tool: {command}", f"  rounds {spec.rounds} x {spec.parallel} in parallel per workload"]
+    cov = coverage(spec, strace)
+    width = max(len(c.criterion) for c in cov)
+    for c in cov:
+        lines.append(f"  level {c.level}  {c.criterion:{width}}  {c.extent:13}  {c.how}")
+    if not any(c.testable for c in cov):
+        lines.append("  nothing can be tested with this spec: add workloads, lock, or session (clirace init shows all)")
+    return lines

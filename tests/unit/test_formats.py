@@ -1,0 +1,72 @@
+"""CI formats rendered from one literal Result: GitHub annotations, JUnit XML, SARIF; and where they point."""
+import json
+import xml.etree.ElementTree as ET
+
+import jsonschema
+
+from clirace.pipeline import judge
+from clirace.report import to_github, to_junit, to_sarif
+from clirace.report._locate import Locator, display_path
+from clirace.report.github import escape_data, escape_property
+from clirace.rubric import rules
+
+from ..conftest import FIXTURES, ROOT
+from .hostile import hostile_history
+
+LEVEL3 = FIXTURES / "level3" / "clirace.yaml"
+SARIF_SCHEMA = ROOT.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+
+
+def line_of(path, prefix: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(prefix))
+
+
+def result(spec=LEVEL3):
+    h = hostile_history()
+    h.spec_path = str(spec)
+    return judge(h)
+
+
+def test_each_check_points_at_the_spec_line_that_declared_what_it_exercised():
+    locator = Locator(str(LEVEL3))
+    assert locator.place("lock-error-structured").line == line_of(LEVEL3, "lock:")
+    assert locator.place("counter").line == line_of(LEVEL3, "  - kind: counter")
+    assert locator.place("claim").line == line_of(LEVEL3, "  - kind: claim")
+    assert locator.place("atomic-config").line == line_of(LEVEL3, "    config:")
+    assert locator.place("session-isolation").line == line_of(LEVEL3, "session:")
+    assert Locator("/nonexistent/spec.yaml").place("counter").line == 1
+
+
+def test_github_annotations_are_escaped_and_located():
+    assert escape_property("a:b,c%d\r\n") == "a%3Ab%2Cc%25d%0D%0A"
+    assert escape_data("a:b,c%\n") == "a:b,c%25%0A"
+    lines = to_github(result()).splitlines()
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+    cr202 = next(line for line in lines if "title=CR202" in line)
+    assert cr202.startswith(f"::error file={display_path(str(LEVEL3))},line={line_of(LEVEL3, 'lock:')},col=1,")
+    assert "\x1b" not in cr202 and "\\x1b]52" in cr202
+
+
+def test_junit_has_one_testcase_per_criterion_and_skips_the_untested():
+    res = result()
+    suite = ET.fromstring(to_junit(res)).find("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [c.id for c in res.criteria]
+    skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
+    assert skipped == [c.id for c in res.criteria if c.status not in ("pass", "fail")]
+    failed = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
+    assert failed["lock-error-structured"].get("type") == "CR202"
+    assert "CR202" in failed["lock-error-structured"].get("message")
+    assert int(suite.get("tests")) == len(cases) and int(suite.get("skipped")) == len(skipped)
+
+
+def test_sarif_is_valid_2_1_0_with_a_rule_per_code():
+    data = json.loads(to_sarif(result()))
+    jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(data)
+    run = data["runs"][0]
+    assert {r["id"] for r in run["tool"]["driver"]["rules"]} == {c for c, r in rules().items() if not r.get("retired")}
+    assert all(r["help"]["text"] for r in run["tool"]["driver"]["rules"])
+    cr202 = next(r for r in run["results"] if r["ruleId"] == "CR202")
+    region = cr202["locations"][0]["physicalLocation"]["region"]
+    assert region["startLine"] == line_of(LEVEL3, "lock:")
+    assert run["tool"]["driver"]["rules"][cr202["ruleIndex"]]["id"] == "CR202"

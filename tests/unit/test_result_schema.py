@@ -1,0 +1,34 @@
+"""`--format json` output against the schema `clirace schema --result` prints (the file shipped in the package)."""
+import json
+
+import jsonschema
+import pytest
+
+from clirace import __version__
+from clirace.pipeline import judge
+from clirace.report import to_json
+
+from ..conftest import run_clirace
+from .hostile import hostile_history
+from .test_report import observed_counter_history
+
+
+@pytest.fixture(scope="module")
+def result_schema():
+    proc = run_clirace("schema", "--result")
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+@pytest.mark.parametrize("build", [hostile_history, observed_counter_history])
+def test_json_results_validate_against_the_shipped_schema(result_schema, build):
+    data = json.loads(to_json(judge(build())))
+    jsonschema.Draft202012Validator(result_schema).validate(data)
+    assert data["clirace_version"] == __version__
+
+
+def test_version_is_printed():
+    proc = run_clirace("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"clirace {__version__}"

@@ -1,0 +1,73 @@
+"""`clirace validate` and `clirace init`, through the real CLI. Nothing of any tool is run."""
+import os
+
+import pytest
+
+from clirace.starter import examples, schema_line
+
+from ..conftest import FIXTURES, ROOT, run_clirace
+
+NO_STRACE = {**os.environ, "CLIRACE_NO_STRACE": "1"}
+
+
+def criteria_lines(stdout):
+    return [line.split() for line in stdout.splitlines() if line.startswith("  level ")]
+
+
+def test_validate_says_per_criterion_what_the_spec_lets_clirace_test():
+    proc = run_clirace("validate", FIXTURES / "level3" / "clirace.yaml", env=NO_STRACE)
+    assert proc.returncode == 0, proc.stderr
+    words = {line[2]: " ".join(line[3:5]) for line in criteria_lines(proc.stdout)}
+    assert words["lock-wait-timeout"] == "will test" and words["no-silent-corruption"] == "will test"
+    assert words["session-isolation"] == "will not"  # strace turned off: said, with the reason
+    assert "strace disabled by CLIRACE_NO_STRACE" in proc.stdout
+    assert words["atomic-config-writes"].startswith("partly")
+
+
+def test_a_spec_with_only_a_tool_can_test_nothing(tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text('version: 1\ntool:\n  command: ["true"]\n')
+    proc = run_clirace("validate", spec)
+    assert proc.returncode == 2
+    assert "nothing can be tested" in proc.stdout
+    assert all(" ".join(line[3:6]) == "will not test" for line in criteria_lines(proc.stdout))
+
+
+def test_validate_runs_nothing_of_the_tool_and_reports_each_bad_spec(tmp_path):
+    marker = tmp_path / "ran"
+    good = tmp_path / "good.yaml"
+    good.write_text(f'version: 1\ntool:\n  command: ["touch", "{marker}"]\n'
+                    'setup: [["a"]]\nworkloads:\n  - kind: counter\n    run: ["b"]\n    read: ["c"]\n')
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('version: 1\ntool:\n  comand: ["true"]\n')
+    proc = run_clirace("validate", good, bad, "--allow-outside-sandbox")
+    assert proc.returncode == 2
+    assert f"{good}: valid" in proc.stdout and f"{bad}:3:3:" in proc.stderr
+    assert not marker.exists()
+
+
+def test_init_writes_a_starter_that_validates_once_it_names_a_real_program(tmp_path):
+    proc = run_clirace("init", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "clirace.yaml").read_text()
+    assert text.startswith(schema_line()) and "$schema=" in text.splitlines()[0]
+    (tmp_path / "clirace.yaml").write_text(text.replace('["mytool"]', '["true"]'))
+    assert run_clirace("validate", "clirace.yaml", cwd=tmp_path).returncode == 0
+    again = run_clirace("init", cwd=tmp_path)
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_init_copies_an_example_with_its_companion_files(tmp_path):
+    assert examples() == sorted(p.name[:-len(".clirace.yaml")] for p in (ROOT / "docs" / "examples").glob("*.clirace.yaml"))
+    proc = run_clirace("init", tmp_path / "f.yaml", "--example", "flock-counter")
+    assert proc.returncode == 0, proc.stderr
+    assert os.access(tmp_path / "flock-counter.sh", os.X_OK)
+    assert run_clirace("validate", tmp_path / "f.yaml").returncode == 0
+    unknown = run_clirace("init", tmp_path / "g.yaml", "--example", "nope")
+    assert unknown.returncode == 2 and "flock-counter" in unknown.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "validate"])
+def test_a_missing_spec_points_at_clirace_init(tmp_path, command):
+    proc = run_clirace(command, tmp_path / "none.yaml")
+    assert proc.returncode == 2 and "clirace init" in proc.stderr and "fixtures/" not in proc.stderr
