@@ -75,8 +75,9 @@ def _shown(inv: Invocation) -> str:
 
 def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
     name = trial.workload
-    if trial.error:
-        return [Problem(name, f"run alone, it could not be carried out: {trial.error}")]
+    if trial.error:  # a setup that fails in a fresh sandbox is the spec's; anything else could not decide
+        return [Problem(name, f"run alone, it could not be carried out: {trial.error}",
+                        spec=trial.error.startswith("setup command"))]
     runs = [inv for inv in trial.invocations if inv.label.split("-")[0] in RUN_LABELS]
     others = [inv for inv in trial.invocations if inv.label.split("-")[0] not in RUN_LABELS]
     # A read, add or list that ended without saying leaves nothing to compare with. A run that did is a bound
