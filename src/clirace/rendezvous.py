@@ -1,0 +1,177 @@
+"""A rendezvous inside the race window, and how much a clean run proves.
+
+Random delays cannot cover the start spread of eight start-ups on two busy cores. Instead each of N parallel
+invocations runs under `commit_point_prefix` (stopper.py has the strace mechanism): it stops just after the
+call that opens its race window (by default its first read of the state; for a tool that reads its state
+and only then locks, its lock call). `Rendezvous` waits until every live invocation has stopped there, then
+continues them all at once:
+
+- an unlocked read-modify-write then loses updates by construction: every invocation has read the same
+  state before any of them writes, whatever the load and however far apart they started;
+- a correctly locked tool only costs the wait: the invocation holding the lock stops inside its critical
+  section, the others are blocked on the lock (or gave up) and never arrive.
+
+When to stop waiting: all live invocations have arrived; or at least one has, `settle` seconds have passed
+since the last arrival, and every one still missing has been idle meanwhile (under `IDLE_CPU` of CPU time:
+blocked on a lock, or polling it, rather than still starting up on a crowded CPU); or `overall` seconds
+have passed since the start. An invocation that exits before arriving (refused by the lock, crashed) is not
+waited for.
+
+`detection_bound` turns a clean run into a statement: which per-round failure rate it would have caught.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .stopper import POLL, READ_CALLS, Continuer, Stop, StopLog, cpu_ns, require, stop_prefix
+
+SETTLE = 0.3
+OVERALL = 2.0
+IDLE_CPU = 0.005  # seconds of CPU per `settle`: more than a lock-polling loop uses, less than any start-up
+
+
+def commit_point_prefix(trace_out: Path, paths: list[str], calls: str = READ_CALLS, cwd: str | None = None,
+                        also_trace: str = "") -> list[str]:
+    """strace arguments that stop an invocation just after its first call of each of `calls` on `paths`
+    (the state file and, for the lock call, the lock file); one trace file per process at `trace_out`.PID."""
+    return stop_prefix(trace_out, paths, calls, when=1, cwd=cwd, also_trace=also_trace)
+
+
+@dataclass
+class Member:
+    label: str
+    running: object  # launch.Running, or anything with `pid` and `poll()`
+    log: StopLog
+    arrived: Stop | None = None
+    exited_before: bool = False
+    _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
+    _cpu_at: float = 0.0
+    _cpu_changed: float = 0.0  # when it last used more than IDLE_CPU between two snapshots
+
+
+@dataclass
+class Rendezvous:
+    """N invocations started under `commit_point_prefix(trace_dir / label, ...)`, released together.
+
+    Create it right after they were started (`launch.Launcher.start_together`); `wait_all_arrived()`, then
+    `release()`, then `close()` once they are finished (or use it as a context manager).
+    """
+    members: list[Member]
+    settle: float = SETTLE
+    overall: float = OVERALL
+    started: float = field(default_factory=time.monotonic)
+    released: float | None = None
+    timed_out: bool = False  # released before every live invocation had arrived
+    continuer: Continuer | None = None
+
+    @classmethod
+    def of(cls, runnings, trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL) -> "Rendezvous":
+        require()
+        return cls([Member(r.label, r, StopLog(trace_dir / r.label)) for r in runnings], settle, overall)
+
+    # ------------------------------------------------------------------------------------------- waiting
+    def wait_all_arrived(self) -> bool:
+        """Block until the release rule (module docstring) says go; True if every live invocation arrived."""
+        now = time.monotonic()
+        for member in self.members:
+            member._cpu, member._cpu_at, member._cpu_changed = self._cpu(member), now, now
+        next_idle_check = now
+        while True:
+            now = time.monotonic()
+            self._poll(now)
+            missing = [m for m in self.members if m.arrived is None and not m.exited_before]
+            if not missing:
+                return True
+            if now - self.started >= self.overall:
+                self.timed_out = True
+                return False
+            if now >= next_idle_check:
+                next_idle_check = now + self.settle / 10
+                self._note_cpu(missing, now)
+            last = max((m.arrived.at for m in self.members if m.arrived), default=None)
+            if (last is not None and now - last >= self.settle
+                    and all(now - m._cpu_changed >= self.settle for m in missing)):
+                self.timed_out = True
+                return False
+            time.sleep(POLL)
+
+    def _poll(self, now: float) -> None:
+        for member in self.members:
+            stops = member.log.poll()
+            if stops and member.arrived is None:
+                member.arrived = stops[0]
+            if member.arrived is None and not member.exited_before and member.running.poll() is not None:
+                member.log.poll()
+                member.exited_before = not member.log.stops
+                member.arrived = member.log.stops[0] if member.log.stops else None
+
+    def _cpu(self, member: Member) -> int:
+        return sum(cpu_ns(pid) for pid in {member.running.pid, *member.log.pids()})
+
+    def _note_cpu(self, missing: list[Member], now: float) -> None:
+        for member in missing:
+            used = self._cpu(member)
+            busy = used - member._cpu > IDLE_CPU * 1e9
+            if busy:
+                member._cpu_changed = now
+            if busy or now - member._cpu_at >= self.settle / 2:
+                member._cpu, member._cpu_at = used, now
+
+    # ------------------------------------------------------------------------------------------ release
+    def release(self) -> None:
+        """Continue every stopped invocation at once; later stops are continued as they come."""
+        for member in self.members:
+            member.log.poll()
+        self.released = time.monotonic()
+        for member in self.members:
+            member.log.continue_pending()
+        self.continuer = Continuer([m.log for m in self.members],
+                                   lambda: all(m.running.poll() is not None for m in self.members))
+
+    def close(self) -> None:
+        if self.continuer is None:
+            self.release()
+        self.continuer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---------------------------------------------------------------------------------------- the record
+    @property
+    def arrived(self) -> list[str]:
+        return [m.label for m in self.members if m.arrived]
+
+    def record(self) -> dict:
+        """What the rendezvous saw, as plain data for the trial's facts (times in s from its start)."""
+        at = lambda t: round(t - self.started, 4)  # noqa: E731
+        return {
+            "arrived": {m.label: {"after_s": at(m.arrived.at), "pid": m.arrived.pid, "call": m.arrived.call[:200]}
+                        for m in self.members if m.arrived},
+            "exited_before_arriving": [m.label for m in self.members if m.exited_before],
+            "timed_out": self.timed_out,
+            "released_after_s": at(self.released) if self.released is not None else None,
+            "late_stops_continued": len(self.continuer.late) if self.continuer else 0,
+            "settle_s": self.settle, "overall_s": self.overall,
+        }
+
+
+def detection_bound(rounds: int, failed_rounds: int, confidence: float = 0.99) -> float | None:
+    """For a pass (no failure in `rounds` independent rounds): the smallest per-round failure probability p
+    that would have shown at least once with probability >= `confidence`, i.e. 1 - (1-p)**n >= confidence,
+    so p = 1 - (1 - confidence)**(1/n). A race failing in at least p of rounds would have been caught.
+
+    None when it says nothing: the race did show (`failed_rounds` > 0), or no round ran.
+    """
+    if rounds < 0 or failed_rounds < 0 or failed_rounds > rounds:
+        raise ValueError(f"need 0 <= failed_rounds <= rounds, got {failed_rounds} of {rounds}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1 exclusive, got {confidence}")
+    if rounds == 0 or failed_rounds:
+        return None
+    return -math.expm1(math.log1p(-confidence) / rounds)  # 1 - (1-c)**(1/n), exact for c near 1 or large n

@@ -1,0 +1,271 @@
+"""Stopping a real invocation at a chosen syscall with strace, and continuing it later: no hook, no FIFO.
+
+The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` builds this command line:
+
+    strace -ff -qq -y -e signal=SIGSTOP -e trace=CALLS -P PATH [-P PATH ...]
+           -e inject=CALLS:signal=SIGSTOP:when=N -o PREFIX -- TOOL ARGS...
+
+- **The stop lands just after the call.** strace queues the injected signal when the call *enters*; the kernel
+  runs the call and acts on a non-fatal signal on the way back to user space. So a `write` stopped this way
+  has already written, an O_EXCL `openat` has already created its lock file, a `flock` already holds the lock
+  (a blocking `flock` that has to wait is interrupted, stops, and restarts after SIGCONT). Choose a call that
+  opens the race window (the first `read` of the state) or one inside it (the lock call of a tool that reads
+  its state first), never the write or rename that closes it. (`error=ERESTARTNOINTR` plus the signal would
+  stop before the call, but strace skips a call by setting its number to -1, so the kernel never restarts
+  it: the tool sees errno 513. Not usable.)
+- **`-P PATH` narrows tracing, injection and the `when=N` count** to calls on those paths: fd-based calls
+  (read, write, flock, fcntl, mmap) match by the fd's real path, path arguments by their exact string. strace
+  warns on stderr (the tool's stderr) when a relative PATH that exists resolves elsewhere, so `path_forms`
+  passes the real path of a file that exists, and the relative form only of one that does not exist yet.
+- **`when=N` counts per syscall name and per thread**: `inject=read,pread64:...:when=1` stops at the first
+  of each. Later stops after a release are continued at once (`Continuer`).
+- **`--seccomp-bpf` must not be used**: the signal is then passed on the restart from a seccomp event stop,
+  which the kernel ignores; the tracee never stops (measured). `-e trace=none` disables injection too.
+- **In /proc the stopped tracee reads `State: t (tracing stop)`, wchan `ptrace_stop`**, exactly as a tracee
+  paused for strace at any syscall, so /proc cannot tell that it arrived. strace's own line does:
+  `--- stopped by SIGSTOP ---` (printed when strace sees the group-stop; `-e signal=SIGSTOP` keeps it,
+  `-e signal=none` hides it; -o output is written line by line).
+- **Continue it with SIGCONT to the tracee's pid (not to strace), and only after that line.** A SIGCONT
+  sent between the call and the group-stop is swallowed: it discards *pending* stop signals, but this
+  SIGSTOP is then in strace's hands (signal-delivery-stop) and strace re-delivers it afterwards, so the
+  process stays stopped (1 hang in 30 measured; 0 in 30 after the line).
+- **Other signals wait**: sent to the stopped tracee they stay pending (a stopped tracee is not woken by
+  them) and are delivered at the held point once SIGCONT arrives: SIGTERM then SIGCONT ends it there, and
+  strace exits by the same signal (-15), so the record reads like the real thing. SIGKILL acts at once.
+  Never signal strace itself: on SIGTERM it kills its child and detaches.
+
+`Hold` uses this to hold one invocation just after its lock call; rendezvous.py stops N of them at once.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import observe
+
+STOPPED = "--- stopped by SIGSTOP ---"
+READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
+LOCK_CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl"}
+POLL = 0.002
+
+
+class NotAvailable(RuntimeError):
+    """strace cannot stop processes here (not installed, ptrace forbidden, or disabled on purpose)."""
+
+
+def require() -> None:
+    usable, why = observe.available()
+    if not usable:
+        raise NotAvailable(f"stopping at a syscall is not available: {why}")
+
+
+def path_forms(paths: list[str], cwd: str | None = None) -> list[str]:
+    """The strings to give `-P` so that `paths` match however the tool names them (see the module docstring)."""
+    forms = []
+    for path in paths:
+        absolute = os.path.join(cwd or os.getcwd(), path)
+        if os.path.exists(absolute):
+            forms.append(os.path.realpath(absolute))
+        else:
+            forms.append(os.path.normpath(absolute))
+            parent = os.path.realpath(os.path.dirname(absolute))
+            forms.append(os.path.join(parent, os.path.basename(absolute)))
+            if cwd and parent.startswith(os.path.realpath(cwd) + "/"):
+                forms.append(os.path.relpath(os.path.join(parent, os.path.basename(absolute)), os.path.realpath(cwd)))
+    return list(dict.fromkeys(forms))
+
+
+def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int = 1, cwd: str | None = None,
+                also_trace: str = "") -> list[str]:
+    """strace arguments that stop the process (SIGSTOP) just after its `when`-th call of each of `calls` on
+    `paths`, writing one trace file per process to `trace_out`.PID. `also_trace` records more calls on the
+    same paths (observation only; they are not stopped)."""
+    traced = ",".join(dict.fromkeys(c for c in f"{calls},{also_trace}".split(",") if c))
+    argv = ["strace", "-ff", "-qq", "-y", "-s", "256", "-e", "signal=SIGSTOP", "-e", f"trace={traced}"]
+    for form in path_forms(paths, cwd):
+        argv += ["-P", form]
+    return argv + ["-e", f"inject={calls}:signal=SIGSTOP:when={when}", "-o", str(trace_out), "--"]
+
+
+@dataclass
+class Stop:
+    pid: int
+    at: float  # time.monotonic() when it was seen
+    call: str  # the trace line of the call it stopped after
+
+
+@dataclass
+class StopLog:
+    """Reads the per-process trace files of one invocation as strace writes them: which processes it has,
+    where each one stopped, and which stops are still to be continued."""
+    prefix: Path
+    _offsets: dict = field(default_factory=dict)
+    _partial: dict = field(default_factory=dict)
+    _last_call: dict = field(default_factory=dict)
+    stops: list = field(default_factory=list)  # every Stop seen, in order
+    pending: list = field(default_factory=list)  # stops not continued yet
+
+    def pids(self) -> list[int]:
+        """Every process strace has traced for this invocation (a file exists from the moment it attaches)."""
+        found = []
+        for trace in self.prefix.parent.glob(self.prefix.name + ".*"):
+            if trace.suffix[1:].isdigit():
+                found.append(int(trace.suffix[1:]))
+        return sorted(found)
+
+    def poll(self) -> list[Stop]:
+        """New stops since the last poll."""
+        new = []
+        for pid in self.pids():
+            trace = self.prefix.parent / f"{self.prefix.name}.{pid}"
+            try:
+                with open(trace, "rb") as handle:
+                    handle.seek(self._offsets.get(pid, 0))
+                    chunk = handle.read()
+            except OSError:
+                continue
+            if not chunk:
+                continue
+            self._offsets[pid] = self._offsets.get(pid, 0) + len(chunk)
+            text = self._partial.pop(pid, "") + chunk.decode(errors="replace")
+            lines = text.split("\n")
+            if lines[-1]:
+                self._partial[pid] = lines[-1]  # strace has not finished this line yet
+            for line in lines[:-1]:
+                if line.startswith(STOPPED):
+                    new.append(Stop(pid, time.monotonic(), self._last_call.get(pid, "")))
+                elif not line.startswith(("---", "+++")):
+                    self._last_call[pid] = line
+        self.stops += new
+        self.pending += new
+        return new
+
+    def continue_pending(self) -> list[Stop]:
+        """SIGCONT every stopped process not yet continued; returns those stops."""
+        done, self.pending = self.pending, []
+        for stop in done:
+            resume(stop.pid)
+        return done
+
+
+def resume(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time the process has used (ns; /proc/PID/schedstat, else clock ticks from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class Continuer:
+    """After a release: continue at once every stop that comes later (a second call of the injected set,
+    another thread or child), until `done()` says the invocations are over or `close()` is called."""
+
+    def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = POLL * 2):
+        self.logs, self.done, self.poll = logs, done, poll
+        self.late: list[Stop] = []
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="clirace-continuer")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._closed.is_set():
+            for log in self.logs:
+                log.poll()
+                self.late += log.continue_pending()
+            if self.done():
+                return
+            self._closed.wait(self.poll)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=1.0)
+        for log in self.logs:  # whatever stopped in the meantime must not stay stopped
+            log.poll()
+            self.late += log.continue_pending()
+
+
+class Hold:
+    """One invocation, started under `stop_prefix(prefix, [lock path], LOCK_CALLS[kind])`, held just after its
+    lock call: `wait_held()` until it stops there, then `release()` (it goes on normally) or `signal(sig)`
+    (delivered at the held point). `running` is a launch.Running (or anything with pid and poll())."""
+
+    def __init__(self, running, prefix: Path):
+        require()
+        self.running, self.log = running, StopLog(prefix)
+        self.stop: Stop | None = None
+        self.continuer: Continuer | None = None
+
+    def wait_held(self, timeout: float) -> Stop | None:
+        """The stop once it is held, or None if the invocation ended or `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            stops = self.log.poll()
+            if stops:
+                self.stop = stops[0]
+                return self.stop
+            if self.running.poll() is not None:
+                self.log.poll()  # a stop line written just before it ended
+                return self.log.stops[0] if self.log.stops else None
+            time.sleep(POLL)
+        return None
+
+    @property
+    def holding(self) -> bool:
+        """It stopped after the lock call and that call succeeded (a failed O_EXCL open holds nothing)."""
+        if self.stop is None:
+            return False
+        event = observe.parse_line(self.stop.call, "")
+        return bool(event and event["ok"])
+
+    def tracees(self) -> list[int]:
+        """The tool's processes (strace itself excluded: a signal to strace would end and detach its child)."""
+        return [pid for pid in self.log.pids() if pid != self.running.pid]
+
+    def release(self) -> None:
+        self._continue()
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the tool's processes, then continue the held one, which receives it where it stopped."""
+        for pid in self.tracees():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        self._continue()
+
+    def _continue(self) -> None:
+        if self.continuer is None:
+            self.log.continue_pending()
+            self.continuer = Continuer([self.log], lambda: self.running.poll() is not None)
+
+    def close(self) -> None:
+        if self.continuer is not None:
+            self.continuer.close()
+        else:
+            self.log.poll()
+            self.log.continue_pending()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
