@@ -51,6 +51,8 @@ from . import observe
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
 LOCK_CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl"}
+# Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
+AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
 POLL = 0.002
 
 
@@ -203,38 +205,86 @@ class Continuer:
             self.late += log.continue_pending()
 
 
-class Hold:
-    """One invocation, started under `stop_prefix(prefix, [lock path], LOCK_CALLS[kind])`, held just after its
-    lock call: `wait_held()` until it stops there, then `release()` (it goes on normally) or `signal(sig)`
-    (delivered at the held point). `running` is a launch.Running (or anything with pid and poll())."""
+def hold_prefix(trace_out: Path, lock_path: str, kind: str, cwd: str | None = None) -> list[str]:
+    """strace arguments for a `Hold` on a lock of `kind` (exclusive-create, flock, fcntl) on `lock_path`: stop at
+    the lock call, and at the first call of each of AFTER_LOCK_CALLS on that file."""
+    return stop_prefix(trace_out, [lock_path], f"{LOCK_CALLS[kind]},{AFTER_LOCK_CALLS}", cwd=cwd)
 
-    def __init__(self, running, prefix: Path):
+
+def is_lock_call(line: str, kind: str) -> bool:
+    """Whether a trace line is a successful lock call of `kind` (taking the lock, not dropping it)."""
+    event = observe.parse_line(line, "")
+    if not event or not event["ok"] or event["call"] not in LOCK_CALLS[kind].split(","):
+        return False
+    if kind == "exclusive-create":
+        return {"O_CREAT", "O_EXCL"} <= set(event.get("flags", [])) or event["call"] == "creat"
+    return bool(event.get("lock")) and "F_UNLCK" not in event["args"] and "LOCK_UN" not in event["args"]
+
+
+def lock_held(path: str, kind: str) -> bool:
+    """Whether the lock is held now: the lock file exists, or the kernel lists a lock on the file's inode."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if kind == "exclusive-create":
+        return True
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as handle:
+            return any(len(f) > 5 and f[5] == inode for f in (line.split() for line in handle))
+    except OSError:
+        return False
+
+
+class Hold:
+    """One invocation, started under `hold_prefix(...)`, held while it holds its lock, with no test hook.
+
+    `at="inside"` (default) holds it at its first call on the lock file after the lock call (writing its pid
+    into the lock file, truncating it, closing it): the tool has gone on from the lock call and is inside its
+    critical section. `at="lock"` holds it on the lock call's return itself: a signal then lands before the
+    tool's next line of code, a harsher instant than a user's Ctrl-C would ever hit (a Python tool raises
+    KeyboardInterrupt before entering the `try` whose `finally` removes the lock). Then `release()` (it goes
+    on normally) or `signal(sig)` (delivered where it is held). `running` is a launch.Running (or anything
+    with `pid` and `poll()`).
+    """
+
+    def __init__(self, running, prefix: Path, lock_path: str, kind: str, at: str = "inside"):
         require()
+        if kind not in LOCK_CALLS or at not in ("inside", "lock"):
+            raise ValueError(f"unknown lock kind {kind!r} or hold point {at!r}")
         self.running, self.log = running, StopLog(prefix)
-        self.stop: Stop | None = None
+        self.lock_path, self.kind, self.at = lock_path, kind, at
+        self.locked: Stop | None = None  # the stop after the lock call
+        self.stop: Stop | None = None  # where it is held
         self.continuer: Continuer | None = None
 
     def wait_held(self, timeout: float) -> Stop | None:
-        """The stop once it is held, or None if the invocation ended or `timeout` passed first."""
+        """The stop where it is held, or None if it ended (or `timeout` passed) without being held."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            stops = self.log.poll()
-            if stops:
-                self.stop = stops[0]
-                return self.stop
-            if self.running.poll() is not None:
-                self.log.poll()  # a stop line written just before it ended
-                return self.log.stops[0] if self.log.stops else None
-            time.sleep(POLL)
-        return None
+        while self.stop is None and time.monotonic() < deadline:
+            ended = self.running.poll() is not None
+            for stop in self.log.poll():
+                if self.locked is None and is_lock_call(stop.call, self.kind):
+                    self.locked = stop
+                    if self.at == "lock":
+                        self.stop = stop
+                elif self.locked is not None and self.stop is None:
+                    self.stop = stop
+            for stop in self.log.pending:  # stops before the lock, and the lock call's own when held inside
+                if stop is not self.stop:
+                    resume(stop.pid)
+            self.log.pending = [stop for stop in self.log.pending if stop is self.stop]
+            if ended:
+                break
+            if self.stop is None:
+                time.sleep(POLL)
+        return self.stop
 
     @property
     def holding(self) -> bool:
-        """It stopped after the lock call and that call succeeded (a failed O_EXCL open holds nothing)."""
-        if self.stop is None:
-            return False
-        event = observe.parse_line(self.stop.call, "")
-        return bool(event and event["ok"])
+        """It is held, and the lock is held now (the lock file exists, or the kernel lists the lock)."""
+        return self.stop is not None and self.running.poll() is None and lock_held(self.lock_path, self.kind)
 
     def tracees(self) -> list[int]:
         """The tool's processes (strace itself excluded: a signal to strace would end and detach its child)."""
