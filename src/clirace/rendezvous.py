@@ -11,6 +11,13 @@ continues them all at once:
 - a correctly locked tool only costs the wait: the invocation holding the lock stops inside its critical
   section, the others are blocked on the lock (or gave up) and never arrive.
 
+Which call: the first read of the state (`READ_CALLS`, the default) suits a tool that locks before it reads
+or never locks. It stops after the *first* read call, and Python's and Go's whole-file reads make a second
+one (to see EOF) only after the release: a late reader of a file rewritten in place may then read torn
+content and fail, a real outcome but not a lost update. For a tool that reads and only then locks, stop at
+its lock call instead (`stopper.LOCK_CALLS[kind]` on the lock file): every invocation has read all of its
+state by then, the first holds the lock and the others have been refused once and retry after the release.
+
 When to stop waiting: all live invocations have arrived; or at least one has, `settle` seconds have passed
 since the last arrival, and every one still missing has been idle meanwhile (under `IDLE_CPU` of CPU time:
 blocked on a lock, or polling it, rather than still starting up on a crowded CPU); or `overall` seconds
