@@ -19,8 +19,8 @@ its lock call instead (`stopper.LOCK_CALLS[kind]` on the lock file): every invoc
 state by then, the first holds the lock and the others have been refused once and retry after the release.
 
 When to stop waiting: all live invocations have arrived; or at least one has, `settle` seconds have passed
-since the last arrival, and every one still missing has been idle meanwhile (under `IDLE_CPU` of CPU time:
-blocked on a lock, or polling it, rather than still starting up on a crowded CPU); or `overall` seconds
+since the last arrival, and every one still missing has been idle meanwhile (under `IDLE_SHARE` of a CPU: blocked
+on a lock, or polling it, rather than still starting up on a crowded CPU); or `overall` seconds
 have passed since the start (a cap for invocations that stay busy without arriving). An invocation that
 exits before arriving (refused by the lock, crashed) is not waited for.
 
@@ -41,7 +41,10 @@ SETTLE = 0.3
 # is a ptrace stop (--seccomp-bpf would avoid that, but strace 6.1 then injects no signal at all), and a
 # 1500-file start-up measured 0.03 s plain, 1.0 s traced; eight of those on two busy cores take seconds.
 OVERALL = 10.0
-IDLE_CPU = 0.005  # seconds of CPU per `settle`: more than a lock-polling loop uses, less than any start-up
+# Share of one CPU above which a missing invocation counts as busy (still starting up). Measured under strace:
+# level3 polling its flock every 10 ms used 0.6% (tool and strace together); a start-up gets a fair share of
+# a core, 15% or more with a dozen runnable processes on two cores.
+IDLE_SHARE = 0.05
 
 
 def commit_point_prefix(trace_out: Path, paths: list[str], calls: str = READ_CALLS, cwd: str | None = None,
@@ -60,7 +63,7 @@ class Member:
     exited_before: bool = False
     _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
     _cpu_at: float = 0.0
-    _cpu_changed: float = 0.0  # when it last used more than IDLE_CPU between two snapshots
+    _cpu_changed: float = 0.0  # the end of the last window in which it was busy (used over IDLE_SHARE)
 
 
 @dataclass
@@ -124,11 +127,10 @@ class Rendezvous:
 
     def _note_cpu(self, missing: list[Member], now: float) -> None:
         for member in missing:
-            used = self._cpu(member)
-            busy = used - member._cpu > IDLE_CPU * 1e9
-            if busy:
-                member._cpu_changed = now
-            if busy or now - member._cpu_at >= self.settle / 2:
+            if now - member._cpu_at >= self.settle / 2:
+                used = self._cpu(member)
+                if (used - member._cpu) / 1e9 > IDLE_SHARE * (now - member._cpu_at):
+                    member._cpu_changed = now
                 member._cpu, member._cpu_at = used, now
 
     # ------------------------------------------------------------------------------------------ release
