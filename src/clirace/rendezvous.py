@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .stopper import POLL, READ_CALLS, Continuer, Stop, StopLog, cpu_ns, require, stop_prefix
+from .stopper import POLL, READ_CALLS, Continuer, Stop, StopLog, cpu_ns, ended, require, stop_prefix
 
 SETTLE = 0.3
 # A cap, not the usual cost: a locked tool is released `settle` after its holder arrives, because the others
@@ -57,7 +57,7 @@ def commit_point_prefix(trace_out: Path, paths: list[str], calls: str = READ_CAL
 @dataclass
 class Member:
     label: str
-    running: object  # launch.Running, or anything with `pid` and `poll()`
+    running: object  # launch.Running, or anything with `pid` (and `proc`)
     log: StopLog
     arrived: Stop | None = None
     exited_before: bool = False
@@ -117,7 +117,7 @@ class Rendezvous:
             stops = member.log.poll()
             if stops and member.arrived is None:
                 member.arrived = stops[0]
-            if member.arrived is None and not member.exited_before and member.running.poll() is not None:
+            if member.arrived is None and not member.exited_before and ended(member.running):
                 member.log.poll()
                 member.exited_before = not member.log.stops
                 member.arrived = member.log.stops[0] if member.log.stops else None
@@ -142,7 +142,7 @@ class Rendezvous:
         for member in self.members:
             member.log.continue_pending()
         self.continuer = Continuer([m.log for m in self.members],
-                                   lambda: all(m.running.poll() is not None for m in self.members))
+                                   lambda: all(ended(m.running) for m in self.members))
 
     def close(self) -> None:
         if self.continuer is None:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import observe
+from .sandbox import stat_fields
 
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
@@ -177,9 +178,20 @@ def cpu_ns(pid: int) -> int:
         return 0
 
 
+def ended(running) -> bool:
+    """Whether an invocation's process has exited, without reaping it. Safe from another thread, unlike
+    Popen.poll(): while one thread is inside it, a concurrent poll() returns None, and launch reads that as
+    "still running" at a deadline."""
+    proc = getattr(running, "proc", None)
+    if proc is not None and proc.returncode is not None:
+        return True
+    return stat_fields(running.pid)[:1] in ([], ["Z"], ["X"])
+
+
 class Continuer:
     """After a release: continue at once every stop that comes later (a second call of the injected set,
-    another thread or child), until `done()` says the invocations are over or `close()` is called."""
+    another thread or child), until `done()` says the invocations are over or `close()` is called.
+    `done` runs in the continuer's thread: it must not call Popen.poll() (see `ended`)."""
 
     def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = POLL * 2):
         self.logs, self.done, self.poll = logs, done, poll
@@ -246,7 +258,7 @@ class Hold:
     tool's next line of code, a harsher instant than a user's Ctrl-C would ever hit (a Python tool raises
     KeyboardInterrupt before entering the `try` whose `finally` removes the lock). Then `release()` (it goes
     on normally) or `signal(sig)` (delivered where it is held). `running` is a launch.Running (or anything
-    with `pid` and `poll()`).
+    with `pid`).
     """
 
     def __init__(self, running, prefix: Path, lock_path: str, kind: str, at: str = "inside"):
@@ -263,7 +275,7 @@ class Hold:
         """The stop where it is held, or None if it ended (or `timeout` passed) without being held."""
         deadline = time.monotonic() + timeout
         while self.stop is None and time.monotonic() < deadline:
-            ended = self.running.poll() is not None
+            over = ended(self.running)
             for stop in self.log.poll():
                 if self.locked is None and is_lock_call(stop.call, self.kind):
                     self.locked = stop
@@ -275,7 +287,7 @@ class Hold:
                 if stop is not self.stop:
                     resume(stop.pid)
             self.log.pending = [stop for stop in self.log.pending if stop is self.stop]
-            if ended:
+            if over:
                 break
             if self.stop is None:
                 time.sleep(POLL)
@@ -284,7 +296,7 @@ class Hold:
     @property
     def holding(self) -> bool:
         """It is held, and the lock is held now (the lock file exists, or the kernel lists the lock)."""
-        return self.stop is not None and self.running.poll() is None and lock_held(self.lock_path, self.kind)
+        return self.stop is not None and not ended(self.running) and lock_held(self.lock_path, self.kind)
 
     def tracees(self) -> list[int]:
         """The tool's processes (strace itself excluded: a signal to strace would end and detach its child)."""
@@ -305,7 +317,7 @@ class Hold:
     def _continue(self) -> None:
         if self.continuer is None:
             self.log.continue_pending()
-            self.continuer = Continuer([self.log], lambda: self.running.poll() is not None)
+            self.continuer = Continuer([self.log], lambda: ended(self.running))
 
     def close(self) -> None:
         if self.continuer is not None:
