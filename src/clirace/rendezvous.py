@@ -79,6 +79,7 @@ class Rendezvous:
     started: float = field(default_factory=time.monotonic)
     released: float | None = None
     timed_out: bool = False  # released before every live invocation had arrived
+    why: str = ""  # "all arrived", "the others idle" (settle rule) or "overall cap"
     continuer: Continuer | None = None
 
     @classmethod
@@ -95,12 +96,13 @@ class Rendezvous:
         next_idle_check = now
         while True:
             now = time.monotonic()
-            self._poll(now)
+            self._poll()
             missing = [m for m in self.members if m.arrived is None and not m.exited_before]
             if not missing:
+                self.why = "all arrived"
                 return True
             if now - self.started >= self.overall:
-                self.timed_out = True
+                self.timed_out, self.why = True, "overall cap"
                 return False
             if now >= next_idle_check:
                 next_idle_check = now + self.settle / 10
@@ -108,11 +110,11 @@ class Rendezvous:
             last = max((m.arrived.at for m in self.members if m.arrived), default=None)
             if (last is not None and now - last >= self.settle
                     and all(now - m._cpu_changed >= self.settle for m in missing)):
-                self.timed_out = True
+                self.timed_out, self.why = True, "the others idle"
                 return False
             time.sleep(POLL)
 
-    def _poll(self, now: float) -> None:
+    def _poll(self) -> None:
         for member in self.members:
             stops = member.log.poll()
             if stops and member.arrived is None:
@@ -167,7 +169,7 @@ class Rendezvous:
             "arrived": {m.label: {"after_s": at(m.arrived.at), "pid": m.arrived.pid, "call": m.arrived.call[:200]}
                         for m in self.members if m.arrived},
             "exited_before_arriving": [m.label for m in self.members if m.exited_before],
-            "timed_out": self.timed_out,
+            "timed_out": self.timed_out, "why": self.why,
             "released_after_s": at(self.released) if self.released is not None else None,
             "late_stops_continued": len(self.continuer.late) if self.continuer else 0,
             "settle_s": self.settle, "overall_s": self.overall,

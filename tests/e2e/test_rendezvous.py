@@ -60,7 +60,7 @@ def test_unlocked_counter_loses_every_update_but_one(tmp_path):
     state = seeded(tmp_path / "state" / "tight" / "counter", "0\n")
     invocations, rendezvous = rendezvous_round(tmp_path, TIGHT, lambda i: ["counter", "incr"], state)
     assert all(inv.exit_code == 0 for inv in invocations)
-    assert rendezvous.arrived == [f"inv-{i}" for i in range(N)] and not rendezvous.timed_out
+    assert rendezvous.arrived == [f"inv-{i}" for i in range(N)] and rendezvous.why == "all arrived"
     assert all('"0\\n"' in a["call"] for a in rendezvous.record()["arrived"].values())  # all read the same 0
     assert state.read_text() == "1\n"  # N successful increments, N - 1 lost
 
@@ -82,7 +82,7 @@ def test_locked_counter_loses_nothing_and_only_waits(tmp_path):
     assert all(inv.exit_code == 0 for inv in invocations)
     assert state.read_text() == f"{N}\n"
     # The holder stopped inside its critical section; the others waited on the lock and never arrived.
-    assert len(rendezvous.arrived) == 1 and rendezvous.timed_out
+    assert len(rendezvous.arrived) == 1 and rendezvous.why == "the others idle"
     assert rendezvous.record()["late_stops_continued"] == N - 1  # each later holder stopped once, continued
 
 
