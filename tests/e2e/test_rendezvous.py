@@ -108,8 +108,10 @@ def held(tmp_path, tool, lock: Path, kind: str, args, at="inside"):
     running = launch.start("holder", [sys.executable, str(tool), *args],
                            wrap=hold_prefix(tmp_path / "hold", str(lock), kind, cwd=str(tmp_path)))
     hold = Hold(running, tmp_path / "hold", str(lock), kind, at=at)
-    assert hold.wait_held(30) is not None, running.finish().stderr
-    assert hold.holding
+    if hold.wait_held(30) is None or not hold.holding:
+        hold.close()
+        running.stop("the test failed")
+        pytest.fail(f"never held: {running.finish().stderr[-500:]}")
     return running, hold
 
 
