@@ -6,7 +6,9 @@ refused or blocked and never read before the holder has written.
 """
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -156,3 +158,21 @@ def test_holding_keeps_a_contender_out(tmp_path):
         assert contender.exit_code == 3 and "holds the lock" in contender.stderr
         hold.release()
         assert running.finish().exit_code == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not shutil.which("git"), reason="git is not installed")
+@pytest.mark.parametrize("how, left", [("SIGTERM", False), ("SIGINT", False), ("SIGKILL", True)])
+def test_hold_git_config_at_its_config_lock(tmp_path, how, left):
+    # git reads its config at start-up (no FIFO park possible); held while writing config.lock, it still
+    # removes the lock on SIGTERM and SIGINT (its lockfile signal handlers), and cannot on SIGKILL.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    lock = tmp_path / ".git" / "config.lock"
+    running = launcher(tmp_path).start("holder", ["git", "config", "user.name", "held"],
+                                       wrap=hold_prefix(tmp_path / "hold", str(lock), "exclusive-create", cwd=str(tmp_path)))
+    with Hold(running, tmp_path / "hold", str(lock), "exclusive-create") as hold:
+        assert hold.wait_held(30) is not None and hold.holding
+        hold.signal(getattr(signal, how))
+        invocation = running.finish()
+    assert invocation.signal == getattr(signal, how)
+    assert lock.exists() is left
