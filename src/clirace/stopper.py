@@ -40,9 +40,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -63,8 +65,23 @@ class NotAvailable(RuntimeError):
 
 def require() -> None:
     usable, why = observe.available()
+    if usable:
+        usable, why = _injects()
     if not usable:
         raise NotAvailable(f"stopping at a syscall is not available: {why}")
+
+
+@lru_cache(maxsize=1)
+def _injects() -> tuple[bool, str]:
+    """Whether this strace can inject into a call (strace 4.16+): a `cd /` made to fail with ENOENT fails."""
+    try:
+        probe = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=chdir",
+                                "-e", "inject=chdir:error=ENOENT", "sh", "-c", "cd /"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"strace could not run ({exc})"
+    if probe.returncode == 0:
+        return False, "this strace cannot inject into system calls (-e inject needs strace 4.16 or later)"
+    return True, ""
 
 
 def path_forms(paths: list[str], cwd: str | None = None) -> list[str]:
