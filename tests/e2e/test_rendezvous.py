@@ -79,8 +79,8 @@ def test_slow_syscall_heavy_start_up_still_meets_at_the_read(tmp_path):
 @pytest.mark.timeout(60)
 def test_locked_counter_loses_nothing_and_only_waits(tmp_path):
     state = seeded(tmp_path / "state" / "level3" / "counter", "0\n")
-    invocations, rendezvous = rendezvous_round(tmp_path, LEVEL3, lambda i: ["counter", "incr", "--lock-timeout", "20000"],
-                                               state)
+    waiting = ["counter", "incr", "--lock-timeout", "20000"]
+    invocations, rendezvous = rendezvous_round(tmp_path, LEVEL3, lambda i: waiting, state)
     assert all(inv.exit_code == 0 for inv in invocations)
     assert state.read_text() == f"{N}\n"
     # The holder stopped inside its critical section; the others waited on the lock and never arrived.
@@ -125,7 +125,8 @@ RELEASE_CASES = [  # (tool, lock file, kind, command, how it ends, lock left aft
      ["config", "set", "a", "b"], "SIGTERM", True),
     (FIXTURES / "adversarial/lock-left-on-sigterm/tool.py", "state/lock-left-on-sigterm/lock", "exclusive-create",
      ["config", "set", "a", "b"], "SIGINT", False),
-    (FIXTURES / "level2/tool.py", "state/level2/lock", "exclusive-create", ["config", "set", "a", "b"], "SIGTERM", False),
+    (FIXTURES / "level2/tool.py", "state/level2/lock", "exclusive-create", ["config", "set", "a", "b"], "SIGTERM",
+     False),
     (LEVEL3, "state/level3/lock", "flock", ["config", "set", "a", "b"], "SIGTERM", False),
 ]
 
@@ -168,8 +169,8 @@ def test_hold_git_config_at_its_config_lock(tmp_path, how, left):
     # removes the lock on SIGTERM and SIGINT (its lockfile signal handlers), and cannot on SIGKILL.
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     lock = tmp_path / ".git" / "config.lock"
-    running = launcher(tmp_path).start("holder", ["git", "config", "user.name", "held"],
-                                       wrap=hold_prefix(tmp_path / "hold", str(lock), "exclusive-create", cwd=str(tmp_path)))
+    wrap = hold_prefix(tmp_path / "hold", str(lock), "exclusive-create", cwd=str(tmp_path))
+    running = launcher(tmp_path).start("holder", ["git", "config", "user.name", "held"], wrap=wrap)
     with Hold(running, tmp_path / "hold", str(lock), "exclusive-create") as hold:
         assert hold.wait_held(30) is not None and hold.holding
         hold.signal(getattr(signal, how))
