@@ -1,0 +1,350 @@
+"""Stopping a real invocation at a chosen syscall with strace, and continuing it later: no hook, no FIFO.
+
+The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` builds this command line:
+
+    strace -ff -qq -y -e signal=SIGSTOP -e trace=CALLS -P PATH [-P PATH ...]
+           -e inject=CALLS:signal=SIGSTOP:when=N -o PREFIX -- TOOL ARGS...
+
+- **The stop lands just after the call.** strace queues the injected signal when the call *enters*; the kernel
+  runs the call and acts on a non-fatal signal on the way back to user space. So a `write` stopped this way
+  has already written, an O_EXCL `openat` has already created its lock file, a `flock` already holds the lock
+  (a blocking `flock` that has to wait is interrupted, stops, and restarts after SIGCONT). Choose a call that
+  opens the race window (the first `read` of the state) or one inside it (the lock call of a tool that reads
+  its state first), never the write or rename that closes it. (`error=ERESTARTNOINTR` plus the signal would
+  stop before the call, but strace skips a call by setting its number to -1, so the kernel never restarts
+  it: the tool sees errno 513. Not usable.)
+- **`-P PATH` narrows tracing, injection and the `when=N` count** to calls on those paths: fd-based calls
+  (read, write, flock, fcntl, mmap) match by the fd's real path, path arguments by their exact string. strace
+  warns on stderr (the tool's stderr) when a relative PATH that exists resolves elsewhere, so `path_forms`
+  passes the real path of a file that exists, and the relative form only of one that does not exist yet.
+- **`when=N` counts per syscall name and per thread**: `inject=read,pread64:...:when=1` stops at the first
+  of each. Later stops after a release are continued at once (`Continuer`).
+- **`--seccomp-bpf` must not be used**: the signal is then passed on the restart from a seccomp event stop,
+  which the kernel ignores; the tracee never stops (measured). `-e trace=none` disables injection too.
+- **In /proc the stopped tracee reads `State: t (tracing stop)`, wchan `ptrace_stop`**, exactly as a tracee
+  paused for strace at any syscall, so /proc cannot tell that it arrived. strace's own line does:
+  `--- stopped by SIGSTOP ---` (printed when strace sees the group-stop; `-e signal=SIGSTOP` keeps it,
+  `-e signal=none` hides it; -o output is written line by line).
+- **Continue it with SIGCONT to the tracee's pid (not to strace), and only after that line.** A SIGCONT
+  sent between the call and the group-stop is swallowed: it discards *pending* stop signals, but this
+  SIGSTOP is then in strace's hands (signal-delivery-stop) and strace re-delivers it afterwards, so the
+  process stays stopped (1 hang in 30 measured; 0 in 30 after the line).
+- **Other signals wait**: sent to the stopped tracee they stay pending (a stopped tracee is not woken by
+  them) and are delivered at the held point once SIGCONT arrives: SIGTERM then SIGCONT ends it there, and
+  strace exits by the same signal (-15), so the record reads like the real thing. SIGKILL acts at once.
+  Never signal strace itself: on SIGTERM it kills its child and detaches.
+
+`Hold` uses this to hold one invocation just after its lock call; rendezvous.py stops N of them at once.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from . import observe
+from .sandbox import stat_fields
+
+STOPPED = "--- stopped by SIGSTOP ---"
+READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
+LOCK_CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl"}
+# Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
+AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
+POLL = 0.002
+
+
+class NotAvailable(RuntimeError):
+    """strace cannot stop processes here (not installed, ptrace forbidden, or disabled on purpose)."""
+
+
+def require() -> None:
+    usable, why = observe.available()
+    if usable:
+        usable, why = _injects()
+    if not usable:
+        raise NotAvailable(f"stopping at a syscall is not available: {why}")
+
+
+@lru_cache(maxsize=1)
+def _injects() -> tuple[bool, str]:
+    """Whether this strace can inject into a call (strace 4.16+): a `cd /` made to fail with ENOENT fails."""
+    try:
+        probe = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=chdir",
+                                "-e", "inject=chdir:error=ENOENT", "sh", "-c", "cd /"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"strace could not run ({exc})"
+    if probe.returncode == 0:
+        return False, "this strace cannot inject into system calls (-e inject needs strace 4.16 or later)"
+    return True, ""
+
+
+def path_forms(paths: list[str], cwd: str | None = None) -> list[str]:
+    """The strings to give `-P` so that `paths` match however the tool names them (see the module docstring)."""
+    forms = []
+    for path in paths:
+        absolute = os.path.join(cwd or os.getcwd(), path)
+        if os.path.exists(absolute):
+            forms.append(os.path.realpath(absolute))
+        else:
+            forms.append(os.path.normpath(absolute))
+            parent = os.path.realpath(os.path.dirname(absolute))
+            forms.append(os.path.join(parent, os.path.basename(absolute)))
+            if cwd and parent.startswith(os.path.realpath(cwd) + "/"):
+                forms.append(os.path.relpath(os.path.join(parent, os.path.basename(absolute)), os.path.realpath(cwd)))
+    return list(dict.fromkeys(forms))
+
+
+def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int = 1, cwd: str | None = None,
+                also_trace: str = "") -> list[str]:
+    """strace arguments that stop the process (SIGSTOP) just after its `when`-th call of each of `calls` on
+    `paths`, writing one trace file per process to `trace_out`.PID. `also_trace` records more calls on the
+    same paths (observation only; they are not stopped)."""
+    traced = ",".join(dict.fromkeys(c for c in f"{calls},{also_trace}".split(",") if c))
+    argv = ["strace", "-ff", "-qq", "-y", "-s", "256", "-e", "signal=SIGSTOP", "-e", f"trace={traced}"]
+    for form in path_forms(paths, cwd):
+        argv += ["-P", form]
+    return argv + ["-e", f"inject={calls}:signal=SIGSTOP:when={when}", "-o", str(trace_out), "--"]
+
+
+@dataclass
+class Stop:
+    pid: int
+    at: float  # time.monotonic() when it was seen
+    call: str  # the trace line of the call it stopped after
+
+
+@dataclass
+class StopLog:
+    """Reads the per-process trace files of one invocation as strace writes them: which processes it has,
+    where each one stopped, and which stops are still to be continued."""
+    prefix: Path
+    _offsets: dict = field(default_factory=dict)
+    _partial: dict = field(default_factory=dict)
+    _last_call: dict = field(default_factory=dict)
+    stops: list = field(default_factory=list)  # every Stop seen, in order
+    pending: list = field(default_factory=list)  # stops not continued yet
+
+    def pids(self) -> list[int]:
+        """Every process strace has traced for this invocation (a file exists from the moment it attaches)."""
+        found = []
+        for trace in self.prefix.parent.glob(self.prefix.name + ".*"):
+            if trace.suffix[1:].isdigit():
+                found.append(int(trace.suffix[1:]))
+        return sorted(found)
+
+    def poll(self) -> list[Stop]:
+        """New stops since the last poll."""
+        new = []
+        for pid in self.pids():
+            trace = self.prefix.parent / f"{self.prefix.name}.{pid}"
+            try:
+                with open(trace, "rb") as handle:
+                    handle.seek(self._offsets.get(pid, 0))
+                    chunk = handle.read()
+            except OSError:
+                continue
+            if not chunk:
+                continue
+            self._offsets[pid] = self._offsets.get(pid, 0) + len(chunk)
+            text = self._partial.pop(pid, "") + chunk.decode(errors="replace")
+            lines = text.split("\n")
+            if lines[-1]:
+                self._partial[pid] = lines[-1]  # strace has not finished this line yet
+            for line in lines[:-1]:
+                if line.startswith(STOPPED):
+                    new.append(Stop(pid, time.monotonic(), self._last_call.get(pid, "")))
+                elif not line.startswith(("---", "+++")):
+                    self._last_call[pid] = line
+        self.stops += new
+        self.pending += new
+        return new
+
+    def continue_pending(self) -> list[Stop]:
+        """SIGCONT every stopped process not yet continued; returns those stops."""
+        done, self.pending = self.pending, []
+        for stop in done:
+            resume(stop.pid)
+        return done
+
+
+def resume(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time the process has used (ns; /proc/PID/schedstat, else clock ticks from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def ended(running) -> bool:
+    """Whether an invocation's process has exited, without reaping it. Safe from another thread, unlike
+    Popen.poll(): while one thread is inside it, a concurrent poll() returns None, and launch reads that as
+    "still running" at a deadline."""
+    proc = getattr(running, "proc", None)
+    if proc is not None and proc.returncode is not None:
+        return True
+    return stat_fields(running.pid)[:1] in ([], ["Z"], ["X"])
+
+
+class Continuer:
+    """After a release: continue at once every stop that comes later (a second call of the injected set,
+    another thread or child), until `done()` says the invocations are over or `close()` is called.
+    `done` runs in the continuer's thread: it must not call Popen.poll() (see `ended`)."""
+
+    def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = POLL * 2):
+        self.logs, self.done, self.poll = logs, done, poll
+        self.late: list[Stop] = []
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="clirace-continuer")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._closed.is_set():
+            for log in self.logs:
+                log.poll()
+                self.late += log.continue_pending()
+            if self.done():
+                return
+            self._closed.wait(self.poll)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=1.0)
+        for log in self.logs:  # whatever stopped in the meantime must not stay stopped
+            log.poll()
+            self.late += log.continue_pending()
+
+
+def hold_prefix(trace_out: Path, lock_path: str, kind: str, cwd: str | None = None) -> list[str]:
+    """strace arguments for a `Hold` on a lock of `kind` (exclusive-create, flock, fcntl) on `lock_path`: stop at
+    the lock call, and at the first call of each of AFTER_LOCK_CALLS on that file."""
+    return stop_prefix(trace_out, [lock_path], f"{LOCK_CALLS[kind]},{AFTER_LOCK_CALLS}", cwd=cwd)
+
+
+def is_lock_call(line: str, kind: str) -> bool:
+    """Whether a trace line is a successful lock call of `kind` (taking the lock, not dropping it)."""
+    event = observe.parse_line(line, "")
+    if not event or not event["ok"] or event["call"] not in LOCK_CALLS[kind].split(","):
+        return False
+    if kind == "exclusive-create":
+        return {"O_CREAT", "O_EXCL"} <= set(event.get("flags", [])) or event["call"] == "creat"
+    return bool(event.get("lock")) and "F_UNLCK" not in event["args"] and "LOCK_UN" not in event["args"]
+
+
+def lock_held(path: str, kind: str) -> bool:
+    """Whether the lock is held now: the lock file exists, or the kernel lists a lock on the file's inode."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if kind == "exclusive-create":
+        return True
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as handle:
+            return any(len(f) > 5 and f[5] == inode for f in (line.split() for line in handle))
+    except OSError:
+        return False
+
+
+class Hold:
+    """One invocation, started under `hold_prefix(...)`, held while it holds its lock, with no test hook.
+
+    `at="inside"` (default) holds it at its first call on the lock file after the lock call (writing its pid
+    into the lock file, truncating it, closing it): the tool has gone on from the lock call and is inside its
+    critical section. `at="lock"` holds it on the lock call's return itself: a signal then lands before the
+    tool's next line of code, a harsher instant than a user's Ctrl-C would ever hit (a Python tool raises
+    KeyboardInterrupt before entering the `try` whose `finally` removes the lock). Then `release()` (it goes
+    on normally) or `signal(sig)` (delivered where it is held). `running` is a launch.Running (or anything
+    with `pid`).
+    """
+
+    def __init__(self, running, prefix: Path, lock_path: str, kind: str, at: str = "inside"):
+        require()
+        if kind not in LOCK_CALLS or at not in ("inside", "lock"):
+            raise ValueError(f"unknown lock kind {kind!r} or hold point {at!r}")
+        self.running, self.log = running, StopLog(prefix)
+        self.lock_path, self.kind, self.at = lock_path, kind, at
+        self.locked: Stop | None = None  # the stop after the lock call
+        self.stop: Stop | None = None  # where it is held
+        self.continuer: Continuer | None = None
+
+    def wait_held(self, timeout: float) -> Stop | None:
+        """The stop where it is held, or None if it ended (or `timeout` passed) without being held."""
+        deadline = time.monotonic() + timeout
+        while self.stop is None and time.monotonic() < deadline:
+            over = ended(self.running)
+            for stop in self.log.poll():
+                if self.locked is None and is_lock_call(stop.call, self.kind):
+                    self.locked = stop
+                    if self.at == "lock":
+                        self.stop = stop
+                elif self.locked is not None and self.stop is None:
+                    self.stop = stop
+            for stop in self.log.pending:  # stops before the lock, and the lock call's own when held inside
+                if stop is not self.stop:
+                    resume(stop.pid)
+            self.log.pending = [stop for stop in self.log.pending if stop is self.stop]
+            if over:
+                break
+            if self.stop is None:
+                time.sleep(POLL)
+        return self.stop
+
+    @property
+    def holding(self) -> bool:
+        """It is held, and the lock is held now (the lock file exists, or the kernel lists the lock)."""
+        return self.stop is not None and not ended(self.running) and lock_held(self.lock_path, self.kind)
+
+    def tracees(self) -> list[int]:
+        """The tool's processes (strace itself excluded: a signal to strace would end and detach its child)."""
+        return [pid for pid in self.log.pids() if pid != self.running.pid]
+
+    def release(self) -> None:
+        self._continue()
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the tool's processes, then continue the held one, which receives it where it stopped."""
+        for pid in self.tracees():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        self._continue()
+
+    def _continue(self) -> None:
+        if self.continuer is None:
+            self.log.continue_pending()
+            self.continuer = Continuer([self.log], lambda: ended(self.running))
+
+    def close(self) -> None:
+        if self.continuer is not None:
+            self.continuer.close()
+        else:
+            self.log.poll()
+            self.log.continue_pending()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,140 @@
+"""rendezvous.py and stopper.py on literal data: the detection bound, the strace command lines, and trace files
+as strace writes them (no process is started here; tests/e2e/test_rendezvous.py runs real ones)."""
+import math
+
+import pytest
+
+from clirace import observe, stopper
+from clirace.rendezvous import commit_point_prefix, detection_bound
+from clirace.stopper import STOPPED, StopLog, hold_prefix, is_lock_call, path_forms, stop_prefix
+
+
+# --- the detection bound --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rounds", [1, 3, 20, 59, 1000])
+def test_bound_is_the_rate_caught_with_the_asked_confidence(rounds):
+    p = detection_bound(rounds, 0)
+    assert 1 - (1 - p) ** rounds == pytest.approx(0.99)  # a race failing a fraction p of rounds shows w.p. 99%
+
+
+def test_bound_known_values():
+    assert detection_bound(1, 0) == pytest.approx(0.99)
+    assert detection_bound(20, 0) == pytest.approx(0.2057, abs=1e-4)
+    assert detection_bound(459, 0) == pytest.approx(0.01, rel=1e-2)  # the rule of three's 99% cousin: ~4.6/n
+    assert detection_bound(20, 0, confidence=0.95) == pytest.approx(1 - 0.05 ** (1 / 20))
+
+
+def test_bound_shrinks_with_more_rounds_and_grows_with_confidence():
+    assert detection_bound(10, 0) > detection_bound(11, 0)
+    assert detection_bound(10, 0, 0.999) > detection_bound(10, 0, 0.99)
+
+
+def test_bound_is_exact_where_the_naive_formula_loses_digits():
+    assert detection_bound(10**9, 0) == pytest.approx(-math.log(0.01) / 10**9, rel=1e-6)
+
+
+@pytest.mark.parametrize("rounds, failed", [(5, 1), (5, 5), (0, 0)])
+def test_no_bound_when_the_race_showed_or_nothing_ran(rounds, failed):
+    assert detection_bound(rounds, failed) is None
+
+
+@pytest.mark.parametrize("rounds, failed, confidence", [(-1, 0, 0.99), (3, 4, 0.99), (3, -1, 0.99),
+                                                        (3, 0, 1.0), (3, 0, 0.0)])
+def test_bound_rejects_impossible_inputs(rounds, failed, confidence):
+    with pytest.raises(ValueError):
+        detection_bound(rounds, failed, confidence)
+
+
+# --- command lines --------------------------------------------------------------------------------------
+
+def test_stop_prefix_injects_sigstop_on_the_paths_and_keeps_the_stop_line(tmp_path):
+    state = tmp_path / "counter"
+    state.write_text("0\n")
+    argv = stop_prefix(tmp_path / "t", [str(state)], "read,pread64", when=2)
+    assert argv[0] == "strace" and argv[-1] == "--"
+    assert "inject=read,pread64:signal=SIGSTOP:when=2" in argv
+    assert argv[argv.index("-P") + 1] == str(state.resolve())
+    assert "signal=SIGSTOP" in argv  # the "stopped by" line is the arrival signal
+    assert "--seccomp-bpf" not in argv  # strace 6.1 injects nothing under it
+
+
+def test_commit_point_stops_at_the_first_read_by_default(tmp_path):
+    argv = commit_point_prefix(tmp_path / "t", [str(tmp_path / "s")])
+    assert f"inject={stopper.READ_CALLS}:signal=SIGSTOP:when=1" in argv
+
+
+def test_hold_prefix_stops_at_the_lock_call_and_the_calls_after_it(tmp_path):
+    argv = hold_prefix(tmp_path / "t", str(tmp_path / "lock"), "flock")
+    inject = next(a for a in argv if a.startswith("inject="))
+    assert inject.startswith("inject=flock,write,") and "close" in inject
+
+
+def test_path_forms_existing_file_is_its_real_path(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "state").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert path_forms([str(tmp_path / "link" / "state")]) == [str((tmp_path / "real" / "state").resolve())]
+
+
+def test_path_forms_missing_lock_file_also_matches_relative_names(tmp_path):
+    forms = path_forms([str(tmp_path / "dir" / "config.lock")], cwd=str(tmp_path))
+    assert str(tmp_path / "dir" / "config.lock") in forms and "dir/config.lock" in forms
+
+
+# --- reading the trace ----------------------------------------------------------------------------------
+
+READ = 'read(3</s/counter>, "0\\n", 32)          = 2'
+OPEN_EXCL = ('openat(AT_FDCWD</s>, "/s/config.lock", O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC, 0644) = 3</s/config.lock>')
+
+
+def test_stoplog_reports_a_stop_with_the_call_it_follows(tmp_path):
+    (tmp_path / "inc-0.41").write_text(f"{READ}\n--- SIGSTOP {{si_signo=SIGSTOP, si_code=SI_KERNEL}} ---\n{STOPPED}\n")
+    (tmp_path / "inc-0.40").write_text("")  # strace itself was there first; a file exists per traced process
+    log = StopLog(tmp_path / "inc-0")
+    stops = log.poll()
+    assert [(s.pid, s.call) for s in stops] == [(41, READ)]
+    assert log.pids() == [40, 41]
+    assert log.poll() == []  # seen once
+
+
+def test_stoplog_waits_for_a_whole_line(tmp_path):
+    trace = tmp_path / "x.7"
+    trace.write_text(f"{READ}\n--- stopped by SIG")
+    log = StopLog(tmp_path / "x")
+    assert log.poll() == []  # a half-written line is not a stop yet
+    with open(trace, "a") as handle:
+        handle.write("STOP ---\n")
+    assert [s.pid for s in log.poll()] == [7]
+
+
+def test_a_sigstop_without_the_group_stop_line_is_no_arrival(tmp_path):
+    # Continuing before "stopped by" can be swallowed (see stopper's docstring), so only that line counts.
+    (tmp_path / "x.9").write_text(f"{READ}\n--- SIGSTOP {{si_signo=SIGSTOP, si_code=SI_KERNEL}} ---\n")
+    assert StopLog(tmp_path / "x").poll() == []
+
+
+@pytest.mark.parametrize("line, kind, expected", [
+    (OPEN_EXCL, "exclusive-create", True),
+    (OPEN_EXCL.replace("= 3</s/config.lock>", "= -1 EEXIST (File exists)"), "exclusive-create", False),
+    ('openat(AT_FDCWD</s>, "/s/lock", O_RDWR|O_CREAT|O_CLOEXEC, 0644) = 3</s/lock>', "exclusive-create", False),
+    ("flock(3</s/lock>, LOCK_EX|LOCK_NB)       = 0", "flock", True),
+    ("flock(3</s/lock>, LOCK_EX|LOCK_NB)       = -1 EAGAIN (Resource temporarily unavailable)", "flock", False),
+    ("flock(3</s/lock>, LOCK_UN)               = 0", "flock", False),
+    ("fcntl(3</s/lock>, F_SETLKW, {l_type=F_WRLCK, l_whence=SEEK_SET, l_start=0, l_len=0}) = 0", "fcntl", True),
+    ("fcntl(3</s/lock>, F_SETLK, {l_type=F_UNLCK, l_whence=SEEK_SET, l_start=0, l_len=0}) = 0", "fcntl", False),
+    ("fcntl(3</s/lock>, F_GETFD)              = 0x1 (flags FD_CLOEXEC)", "fcntl", False),
+    ('write(3</s/lock>, "123\\n", 4)          = 4', "exclusive-create", False),
+])
+def test_lock_calls_are_recognised_from_their_trace_line(line, kind, expected):
+    assert is_lock_call(line, kind) is expected
+
+
+def test_without_strace_it_says_not_available(monkeypatch):
+    monkeypatch.setenv("CLIRACE_NO_STRACE", "1")
+    observe.available.cache_clear()
+    try:
+        with pytest.raises(stopper.NotAvailable, match="not available: strace disabled"):
+            stopper.require()
+    finally:
+        monkeypatch.delenv("CLIRACE_NO_STRACE")
+        observe.available.cache_clear()
