@@ -148,6 +148,18 @@ Traces = dict[str, tuple[FileOp, ...]]  # invocation label -> the file operation
 
 
 @dataclass(frozen=True)
+class Rendezvous:
+    """A round whose invocations were each stopped inside their race window and released together."""
+    paths: tuple[str, ...]  # the state (and lock) files the stops were aimed at, from an earlier traced round
+    calls: str  # the system calls each invocation stopped just after, the first time it made one on them
+    aimed: str  # why there: "the first read of its state", "its lock call, which comes after it read its state"
+    arrived: dict[str, float] = field(default_factory=dict)  # label -> seconds after the start when it stopped
+    exited_before: tuple[str, ...] = ()  # labels that ended without ever stopping (refused by the lock, failed)
+    released_after: float | None = None  # seconds after the start
+    why_released: str = ""  # "all arrived", "the others idle", "overall cap"
+
+
+@dataclass(frozen=True)
 class WorkloadRound(Trial):
     """One parallel round of a workload: `parallel` invocations released together from a barrier."""
     workload: str = ""  # the workload's name in the spec
@@ -155,6 +167,7 @@ class WorkloadRound(Trial):
     amplified: bool = False  # run under strace, writes and renames delayed by delays_ms
     delays_ms: dict[str, int] = field(default_factory=dict)
     traces: Traces = field(default_factory=dict)
+    rendezvous: Rendezvous | None = None
 
 
 @dataclass(frozen=True)

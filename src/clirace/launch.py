@@ -318,7 +318,7 @@ class Launcher:
             wrap=()) -> Invocation:
         return self.start(label, argv, extra_env, timeout, wrap=wrap).finish()
 
-    def start_together(self, jobs) -> list[Running]:
+    def start_together(self, jobs, timeout: float | None = None) -> list[Running]:
         """Create every process first, wait until all are parked at the barrier, then release them at once.
 
         jobs: (label, argv, extra env) or (label, argv, extra env, wrap), wrap being e.g. an strace prefix.
@@ -343,7 +343,7 @@ class Launcher:
         os.close(gate_w)  # every parked shim reads EOF at once and execs its target
         for running in runnings:
             running.started = released
-            running.deadline = released + self.timeout
+            running.deadline = released + (timeout or self.timeout)
             running.batch = runnings
         return runnings
 

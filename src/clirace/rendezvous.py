@@ -24,11 +24,11 @@ on a lock, or polling it, rather than still starting up on a crowded CPU); or `o
 have passed since the start (a cap for invocations that stay busy without arriving). An invocation that
 exits before arriving (refused by the lock, crashed) is not waited for.
 
-`detection_bound` turns a clean run into a statement: which per-round failure rate it would have caught.
+`checks._common.detection_bound` turns a clean run into a statement: which per-round failure rate it would
+have caught.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,19 +174,3 @@ class Rendezvous:
             "late_stops_continued": len(self.continuer.late) if self.continuer else 0,
             "settle_s": self.settle, "overall_s": self.overall,
         }
-
-
-def detection_bound(rounds: int, failed_rounds: int, confidence: float = 0.99) -> float | None:
-    """For a pass (no failure in `rounds` independent rounds): the smallest per-round failure probability p
-    that would have shown at least once with probability >= `confidence`, i.e. 1 - (1-p)**n >= confidence,
-    so p = 1 - (1 - confidence)**(1/n). A race failing in at least p of rounds would have been caught.
-
-    None when it says nothing: the race did show (`failed_rounds` > 0), or no round ran.
-    """
-    if rounds < 0 or failed_rounds < 0 or failed_rounds > rounds:
-        raise ValueError(f"need 0 <= failed_rounds <= rounds, got {failed_rounds} of {rounds}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1 exclusive, got {confidence}")
-    if rounds == 0 or failed_rounds:
-        return None
-    return -math.expm1(math.log1p(-confidence) / rounds)  # 1 - (1-c)**(1/n), exact for c near 1 or large n

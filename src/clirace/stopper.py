@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import observe
-from .sandbox import stat_fields
+from .procfs import stat_fields
 
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
@@ -242,12 +242,12 @@ def hold_prefix(trace_out: Path, lock_path: str, kind: str, cwd: str | None = No
 
 def is_lock_call(line: str, kind: str) -> bool:
     """Whether a trace line is a successful lock call of `kind` (taking the lock, not dropping it)."""
-    event = observe.parse_line(line, "")
-    if not event or not event["ok"] or event["call"] not in LOCK_CALLS[kind].split(","):
+    op = observe.parse_line(line, "")
+    if not op or not op.ok or op.call not in LOCK_CALLS[kind].split(","):
         return False
     if kind == "exclusive-create":
-        return {"O_CREAT", "O_EXCL"} <= set(event.get("flags", [])) or event["call"] == "creat"
-    return bool(event.get("lock")) and "F_UNLCK" not in event["args"] and "LOCK_UN" not in event["args"]
+        return {"O_CREAT", "O_EXCL"} <= set(op.flags) or op.call == "creat"
+    return op.lock and "F_UNLCK" not in op.args and "LOCK_UN" not in op.args
 
 
 def lock_held(path: str, kind: str) -> bool:

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from clirace import observe, stopper
-from clirace.rendezvous import commit_point_prefix, detection_bound
+from clirace.checks._common import detection_bound
+from clirace.rendezvous import commit_point_prefix
 from clirace.stopper import STOPPED, StopLog, hold_prefix, is_lock_call, path_forms, stop_prefix
 
 

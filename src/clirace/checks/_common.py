@@ -1,6 +1,7 @@
 """Helpers shared by checks: evidence, summarising rounds, and turning records into a verdict."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -85,12 +86,18 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
         findings.extend(mine)
 
     def amplified(t: Trial) -> bool:
-        return isinstance(t, WorkloadRound) and t.amplified
+        return isinstance(t, WorkloadRound) and t.amplified and t.rendezvous is None
 
-    n_amplified = sum(1 for t in judged if amplified(t))
+    def met(t: Trial) -> bool:
+        return isinstance(t, WorkloadRound) and t.rendezvous is not None
+
+    n_amplified, n_met = sum(1 for t in judged if amplified(t)), sum(1 for t in judged if met(t))
     rates = {"rounds": len(judged), "failed_rounds": len(failed_rounds), "amplified_rounds": n_amplified,
-             "failed_amplified_rounds": sum(1 for t in failed_rounds if amplified(t))}
-    how = f"{n_amplified} of them amplified" if n_amplified else "none amplified"
+             "failed_amplified_rounds": sum(1 for t in failed_rounds if amplified(t)),
+             "rendezvous_rounds": n_met, "failed_rendezvous_rounds": sum(1 for t in failed_rounds if met(t)),
+             "bound": detection_bound(len(judged), len(failed_rounds))}
+    how = ", ".join([f"{n_amplified} of them amplified" if n_amplified else "none amplified"]
+                    + ([f"{n_met} at a rendezvous inside the race window"] if n_met else []))
     if failed_rounds:
         first = next(f for f in findings if not f.advisory)
         what = tally(findings) if tally else first.message()
@@ -105,7 +112,32 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
         return Verdict(check_id, UNKNOWN, f"no parallel invocation exited 0 in any round, so the invariant was never "
                        f"exercised (e.g. {sample.label}: {sample.ending()}; {sample.printed(100)})", findings,
                        hint="Check the workload's run command: it must succeed when run alone.", rates=rates)
-    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}", findings, rates=rates)
+    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}{_bound_text(rates)}",
+                   findings, rates=rates)
+
+
+CONFIDENCE = 0.99
+
+
+def detection_bound(rounds: int, failed_rounds: int, confidence: float = CONFIDENCE) -> float | None:
+    """For a pass (no failure in `rounds` rounds): the smallest per-round failure rate p that would have shown
+    at least once with probability >= `confidence`: 1 - (1-p)**n >= c, so p = 1 - (1-c)**(1/n). None when it
+    says nothing (a round failed, or none ran)."""
+    if rounds < 0 or failed_rounds < 0 or failed_rounds > rounds:
+        raise ValueError(f"need 0 <= failed_rounds <= rounds, got {failed_rounds} of {rounds}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1 exclusive, got {confidence}")
+    if rounds == 0 or failed_rounds:
+        return None
+    return -math.expm1(math.log1p(-confidence) / rounds)  # exact for c near 1 or large n
+
+
+def _bound_text(rates: dict[str, Any]) -> str:
+    bound = rates.get("bound")
+    if bound is None:
+        return ""
+    return (f"; a race losing an update in at least {bound:.0%} of rounds would have shown with probability "
+            f">= {CONFIDENCE:.0%}")
 
 
 def _refusals(trials: Sequence[Trial], prefix: str | None) -> str:

@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import observe
-from ..history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, WorkloadRound
+from ..history import (ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous,
+                       WorkloadRound)
+from ..rendezvous import OVERALL, commit_point_prefix
+from ..rendezvous import Rendezvous as RendezvousRun
+from ..stopper import NotAvailable, require
 from ..spec import Workload
 from ..vocab import Outcome, WorkloadKind
 from ._box import Box, Context
+from .aim import Aim, aim
 
 DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python start-up spread on 2 cores
 READ_CAP = 256 * 1024  # bytes of a target-written file kept in the history
@@ -28,13 +33,18 @@ def run(ctx: Context) -> None:
         if ctx.only and workload.kind.value not in ctx.only:  # --only counter runs the counter workload alone
             continue
         record, runner = RUNNERS[workload.kind]
+        target: Aim | None = None  # where to stop them, once a traced round has shown their state
         for round_ in range(ctx.rounds):
             amplified = ctx.strace and round_ > 0
-            ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel"
-                    + (" (amplified)" if amplified else ""))
+            meet = target if amplified and round_ > 1 and rendezvous_usable() else None
+            how = " (at a rendezvous)" if meet else " (amplified)" if amplified else ""
+            ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel{how}")
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, amplified=amplified)
-                runner(ctx, box, workload, Parallel(box, amplified), ctx.parallel)
+                runner(ctx, box, workload, Parallel(box, amplified, meet), ctx.parallel)
+            done = ctx.trials[-1]
+            if isinstance(done, WorkloadRound) and done.traces and not done.error:
+                target = aim(done) or target
 
 
 class Serial:
@@ -53,13 +63,18 @@ class Serial:
 
 
 class Parallel:
-    """Starts one parallel round, wrapped in the amplifier when asked, and keeps what it observed."""
+    """Starts one parallel round: plain, amplified (traced, writes delayed), or at a rendezvous (each stopped
+    inside its race window where `meet` says, then all released together); keeps what it observed."""
 
-    def __init__(self, box: Box, amplified: bool):
-        self.box, self.amplified = box, amplified
+    def __init__(self, box: Box, amplified: bool, meet: Aim | None = None):
+        self.box, self.amplified, self.meet = box, amplified, meet
         self.trace_dir = box.sandbox.root / "trace"
 
     def wrap(self, label: str) -> list[str]:
+        if self.meet is not None:
+            self.trace_dir.mkdir(exist_ok=True)
+            paths = [str(self.box.sandbox.root / p) for p in self.meet.paths]
+            return commit_point_prefix(self.trace_dir / label, paths, self.meet.calls, cwd=self.box.launcher.cwd)
         if not self.amplified:
             return []
         delay = self.box.rng.randint(*DELAY_MS)
@@ -69,11 +84,46 @@ class Parallel:
 
     def run(self, jobs: list[Any]) -> None:
         """jobs: (label, full argv, extra env, [ignored wrap]); the amplifier wraps each when on."""
-        self.box.together([(label, argv, env, self.wrap(label)) for label, argv, env, *_ in jobs])
+        wrapped = [(label, argv, env, self.wrap(label)) for label, argv, env, *_ in jobs]
+        if self.meet is not None:
+            self._meet(wrapped)
+            return
+        self.box.together(wrapped)
         if self.amplified:
             root = str(self.box.sandbox.root)
             self.box.fields["traces"] = {label: observe.file_events(self.trace_dir / label, self.box.launcher.cwd, root)
                                          for label, *_ in jobs}
+
+
+    def _meet(self, jobs: list[Any]) -> None:
+        """Start them, wait until each has stopped inside its window (or the others are idle: blocked on a
+        lock), release them together, and record who arrived and when."""
+        assert self.meet is not None
+        box = self.box
+        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
+        box._running.extend(runnings)
+        meeting = RendezvousRun.of(runnings, self.trace_dir)
+        try:
+            meeting.wait_all_arrived()
+            meeting.release()
+            for running in runnings:
+                box.record(running.finish())
+        finally:
+            meeting.close()
+        seen = meeting.record()
+        box.fields["rendezvous"] = Rendezvous(
+            paths=self.meet.paths, calls=self.meet.calls, aimed=self.meet.why,
+            arrived={label: float(a["after_s"]) for label, a in seen["arrived"].items()},
+            exited_before=tuple(seen["exited_before_arriving"]), released_after=seen["released_after_s"],
+            why_released=seen["why"])
+
+
+def rendezvous_usable() -> bool:
+    try:
+        require()
+    except NotAvailable:
+        return False
+    return True
 
 
 def _counter(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
