@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 
-from . import patterns, placeholders
+from . import configfile, patterns, placeholders
 from ._spec_messages import dotted, show
 from ._yaml import Located
 from .errors import SpecError
@@ -133,6 +133,26 @@ def regexes(data: dict, located: Located) -> None:
         why = patterns.problem(pattern, needs_group1=_PATTERNS[path[-1]])
         if why:
             raise SpecError(f"{dotted(path)} {why}: found {show(pattern)}.", where=located.where(path))
+
+
+def config_queries(data: dict, located: Located) -> None:
+    """A keys config names its key one way: `key` (a dotted path) or `query` (a JMESPath expression)."""
+    for index, workload in enumerate(data.get("workloads", [])):
+        config = workload.get("config") if isinstance(workload, dict) else None
+        if not isinstance(config, dict) or "query" not in config:
+            continue
+        at = ("workloads", index, "config")
+        if "key" in config:
+            raise SpecError(f"{dotted(at)} gives both 'key' and 'query'; expected one: 'key', a dotted path such as "
+                            "'settings.{key}', or 'query', a JMESPath expression.", where=located.where_key(at + ("query",)))
+        why = configfile.query_problem(placeholders.expand(config["query"], {"key": "cliracek0"}))
+        if why:
+            raise SpecError(f"{dotted(at + ('query',))} is not a JMESPath expression ({why}): found "
+                            f"{show(config['query'])}; expected one such as "
+                            "\"clusters[?name=='{key}'].cluster.server | [0]\".", where=located.where(at + ("query",)))
+        if "{key}" not in config["query"]:
+            raise SpecError(f"{dotted(at + ('query',))} never uses {{key}}; expected the placeholder where the key "
+                            "goes, so that each run's key is looked up.", where=located.where(at + ("query",)))
 
 
 def program_on_path(program: str, env: dict, spec_dir: str, located: Located) -> bool:

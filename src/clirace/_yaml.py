@@ -132,7 +132,15 @@ def _byte_where(origin: str, raw: bytes, index: int) -> str:
 
 
 def _check_brackets(text: str, origin: str) -> None:
-    """Refuse deep [ { nesting before PyYAML sees it: its scanner is quadratic in the nesting depth.
+    """Refuse deep [ { nesting before PyYAML sees it: its scanner is quadratic in the nesting depth."""
+    at = _too_deep_bracket(text, MAX_DEPTH)
+    if at is not None:
+        line_start = text.rfind("\n", 0, at) + 1
+        raise _deep(f"{origin}:{text.count(chr(10), 0, at) + 1}:{at - line_start + 1}")
+
+
+def _too_deep_bracket(text: str, limit: int) -> int | None:
+    """The index of the first '[' or '{' nested deeper than `limit`, or None.
 
     Counts brackets outside comment lines; a quoted '[' counts too, which only matters past 100 of them.
     """
@@ -142,9 +150,55 @@ def _check_brackets(text: str, origin: str) -> None:
         if text[line_start:match.start()].lstrip().startswith("#"):
             continue
         depth = max(0, depth + (1 if match.group() in "[{" else -1))
-        if depth > MAX_DEPTH:
-            line = text.count("\n", 0, match.start()) + 1
-            raise _deep(f"{origin}:{line}:{match.start() - line_start + 1}")
+        if depth > limit:
+            return match.start()
+    return None
+
+
+# ------------------------------------------------------------------------------- files a target wrote
+
+class OverBudget(ValueError):
+    """A YAML document too deep or, through aliases, too large to turn into data: not invalid, just too big
+    to judge (an alias bomb expands a few hundred bytes into billions of values)."""
+
+
+def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100):
+    """A YAML document (safe tags only) as plain data, for a file a target wrote; raises yaml.YAMLError when
+    it is invalid and OverBudget when it nests deeper than `max_depth` or expands to more than `max_nodes`
+    values through its aliases. The spec's own loader spends the same kind of budget (_Builder)."""
+    if _too_deep_bracket(text, max_depth) is not None:
+        raise OverBudget(f"lists or mappings nested more than {max_depth} levels deep")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise OverBudget("lists or mappings nested too deeply to read") from None
+    if node is None:
+        return None
+    _spend(node, max_nodes, max_depth)
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node)
+    except RecursionError:
+        raise OverBudget("lists or mappings nested too deeply to read") from None
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:  # !!int abc and the like
+        raise yaml.YAMLError(f"a value YAML cannot build: {type(exc).__name__}: {exc}") from None
+
+
+def _spend(root, max_nodes: int, max_depth: int) -> None:
+    """Walk the node graph as construction would expand it (an alias visits its anchor's nodes again)."""
+    budget = max_nodes
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise OverBudget(f"more than {max_nodes:,} values once its aliases are expanded")
+        if depth > max_depth:
+            raise OverBudget(f"lists or mappings nested more than {max_depth} levels deep")
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((part, depth + 1) for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
 
 
 def _too_deep(text: str, origin: str) -> SpecError:

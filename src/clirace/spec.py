@@ -38,7 +38,8 @@ MAX_DURATION = 600.0
 class ConfigFile:
     path: str
     format: str
-    key: str = "{key}"
+    key: str = "{key}"  # a dotted path; with `query`, a JMESPath expression (configfile.lookup(query=True))
+    query: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False) -> Spec:
     _validate_placeholders(located)
     _spec_checks.durations(data, located)
     _spec_checks.regexes(data, located)
+    _spec_checks.config_queries(data, located)
     _spec_checks.environment_size(data, located)
     spec = _build(path, data, located)
     _validate_semantics(spec, located)
@@ -240,7 +242,8 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             setup=tuple(argv(c, *at, "setup", n) for n, c in enumerate(w.get("setup", []))),
             read=argv(w["read"], *at, "read") if "read" in w else None,
             start=int(w["start"]) if "start" in w else None,
-            config=ConfigFile(config["path"], config["format"], config.get("key", "{key}")) if config else None,
+            config=ConfigFile(config["path"], config["format"], config.get("query", config.get("key", "{key}")),
+                              query="query" in config) if config else None,
             add=argv(w["add"], *at, "add") if "add" in w else None,
             claimed=w.get("claimed"),
             list=argv(w["list"], *at, "list") if "list" in w else None,
