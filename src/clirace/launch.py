@@ -263,8 +263,11 @@ class Launcher:
         env = {**self.env, **(extra_env or {}), INVOCATION_MARKER: marker}
         parked = bool(prefix)
         try:
+            # A parallel batch goes without: preexec_fn forces a fork of this whole interpreter per start, which
+            # would triple the batch's launch time; its processes are ended by the run's watchdog instead.
             proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, stdin=stdin,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=None if parked else die_with_parent())
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
                 raise
@@ -330,6 +333,38 @@ def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subproc
     return subprocess.Popen(["sh", "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent():
+    """A preexec_fn that has the kernel SIGKILL the child when clirace dies (PR_SET_PDEATHSIG), kept across
+    exec; None where prctl is not available. Set up here, in the parent, so that the child only makes the call.
+
+    Why: a SIGKILLed clirace runs no cleanup; its direct children (a parked holder, a read, a setup command)
+    would otherwise run on. The signal comes when the thread that started the child ends, which in clirace is
+    the thread that runs the trial and outlives its processes.
+    """
+    global _prctl
+    if _prctl is None:
+        try:
+            import ctypes
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+    if not _prctl:
+        return None
+    prctl, parent = _prctl, os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # clirace died before the call took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+    return preexec
+
+
+_prctl = None
 
 
 def _no_core_dumps() -> None:
