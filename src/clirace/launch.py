@@ -17,6 +17,7 @@ import itertools
 import os
 import select
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
@@ -30,8 +31,10 @@ GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
 DRAIN_MOMENT = 0.2  # at least this long for the pipes to close after the process exits
 INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: finds what it started
+# clirace's own shell, by absolute path: the target's environment may set a PATH without it (tool.env.PATH).
+SH = shutil.which("sh") or "/bin/sh"
 # The start barrier (see the module docstring): say ready, wait for EOF on stdin, then exec the target.
-BARRIER = ("sh", "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
+BARRIER = (SH, "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
 _ids = itertools.count(1)
 
 
@@ -330,7 +333,7 @@ def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subproc
     reason = f"clirace: cannot execute {argv[0]}: {exc.strerror or exc}"
     if exc.filename and str(exc.filename) != argv[0]:
         reason += f" ({exc.filename})"
-    return subprocess.Popen(["sh", "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
+    return subprocess.Popen([SH, "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
 

@@ -105,3 +105,4 @@ def test_sweep_spares_live_and_finished_runs(tmp_path):
     assert sorted(swept["removed"]) == [str(tmp_path / "clirace-999999999-empty"), str(tmp_path / "clirace-killed")]
     assert sorted(os.listdir(tmp_path)) == ["clirace-1-abcdef", "clirace-999999999-kept", "clirace-live",
                                             "other-folder"]
+
