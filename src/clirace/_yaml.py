@@ -180,7 +180,7 @@ def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100):
         return loader.construct_document(node)
     except RecursionError:
         raise OverBudget("lists or mappings nested too deeply to read") from None
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:  # !!int abc and the like
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError) as exc:  # !!int abc and the like
         raise yaml.YAMLError(f"a value YAML cannot build: {type(exc).__name__}: {exc}") from None
 
 
@@ -381,7 +381,7 @@ class _Builder:
             problem = getattr(exc, "problem", None) or str(exc)
             raise SpecError(f"found a value YAML cannot build ({problem}); expected a plain string, number, "
                             "list or mapping.", where=where) from None
-        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
             # An explicit tag on a value that does not fit it (!!int abc, !!bool maybe, !!timestamp x):
             # PyYAML's constructors raise whatever their conversion raises.
             raise SpecError(f"found {_short(node.value)} tagged !!{tag}, which is not a valid {tag}; expected a "
