@@ -277,8 +277,9 @@ def check_sandbox(data: dict, located: Located) -> None:
     session.temp_dirs) must stay inside the sandbox: a literal path never does (an absolute one is a real
     file, a relative one resolves against wherever clirace was started), nor one that climbs out with '..'.
     tool.env values may not be the root directory, nor lie in the real home, /tmp or /var/tmp; HOME, TMPDIR
-    and XDG_* must point inside the sandbox. In the path fields, {spec_dir}/... is the user's own choice and is
-    allowed; only literal strings and sandbox placeholders are judged, nothing is expanded.
+    and XDG_* must point inside the sandbox. In the path fields {spec_dir}/... is refused too: it is the user's
+    own directory, and clirace replaces a park FIFO's file, takes a lock file, the target writes its config
+    there. Only literal strings and sandbox placeholders are judged, nothing is expanded.
     """
     tool = data["tool"]
     fields = [(("tool", "cwd"), tool.get("cwd"))]
@@ -289,28 +290,28 @@ def check_sandbox(data: dict, located: Located) -> None:
                (("lock", "hold", "take", "path"), hold.get("take", {}).get("path"))]
     fields += [(("session", "temp_dirs", i), d) for i, d in enumerate(data.get("session", {}).get("temp_dirs", []))]
     for path, value in fields:
-        why = _outside(value, strict=True, spec_dir_ok=True) if value is not None else None
+        why = _outside(value, strict=True) if isinstance(value, str) else None
         if why:
             _refuse(path, value, why, _SUGGEST.get(path[1], "{sandbox}/" + Path(value).name), located)
     for name, value in tool.get("env", {}).items():
-        why = _outside(value, strict=bool(_SANDBOX_ENV.fullmatch(name)), spec_dir_ok=False)
+        why = _outside(value, strict=bool(_SANDBOX_ENV.fullmatch(name)))
         if why:
             _refuse(("tool", "env", name), value, why, _SUGGEST.get(name, "{sandbox}/..."), located)
 
 
-def _outside(value: str, strict: bool, spec_dir_ok: bool) -> str | None:
+def _outside(value: str, strict: bool) -> str | None:
     """Why `value` lands outside the trial's sandbox, or None.
 
     strict: any literal path is outside; otherwise only the real home, /tmp, /var/tmp and / count.
-    spec_dir_ok: a path under {spec_dir} (the user's own directory) is accepted.
     """
     first = re.match(r"\{(\w+)\}", value)
     if first and first.group(1) in _IN_SANDBOX:
         shape = os.path.normpath(_IN_SANDBOX[first.group(1)] + placeholders.PATTERN.sub("x", value[first.end():]))
         return None if shape == "/SANDBOX" or shape.startswith("/SANDBOX/") else "which climbs out of the sandbox with '..'"
+    if strict and value.startswith("{spec_dir}"):
+        return "which is in the spec's own directory, outside the sandbox"
     if placeholders.names_in(value):
-        return "which is not inside the sandbox" if strict and not (spec_dir_ok and value.startswith("{spec_dir}")) \
-            else None
+        return "which is not inside the sandbox" if strict else None
     if os.path.isabs(value):
         area = _real_area(value)
         if area or strict:

@@ -7,7 +7,9 @@ appears twice.
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import stat
 from pathlib import Path
 
 import yaml
@@ -17,6 +19,7 @@ from .errors import SpecError
 # A spec is a few hundred nodes; an alias bomb ("billion laughs") expands to millions.
 MAX_NODES = 20_000
 MAX_BYTES = 1_000_000
+MAX_DIGITS = 18  # an integer in a spec is a count or a duration; int() of 4,300+ digits raises
 MAX_DEPTH = 32  # lists and mappings nested in each other: a spec needs about 6; PyYAML's scanner is quadratic in it
 _BRACKETS = re.compile(r"[\[\]{}]")
 START_HINT = "Run `clirace schema` for the format; a spec starts with 'version: 1' and 'tool: {command: ...}'."
@@ -43,18 +46,7 @@ class Located:
 
 def load_located(path: Path) -> Located:
     origin = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError("spec file not found.", where=origin,
-                        hint="Pass the path of a clirace YAML spec; `clirace init` writes a commented starter.") from None
-    except IsADirectoryError:
-        raise SpecError("is a directory, not a spec file.", where=origin) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read the spec: {exc.strerror}.", where=origin) from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"the spec is {len(raw):,} bytes; expected at most {MAX_BYTES:,} bytes.", where=origin,
-                        hint="A spec describes commands; data belongs in files that setup commands create.")
+    raw = _read_spec(path, origin)
     if b"\x00" in raw:
         at = raw.index(b"\x00")
         raise SpecError("found a NUL byte: this is a binary file, not YAML; expected a UTF-8 text file.",
@@ -87,6 +79,51 @@ def load_located(path: Path) -> Located:
     return Located(data, builder.marks, builder.key_marks, origin)
 
 
+_NOT_REGULAR = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket"}
+
+
+def _read_spec(path: Path, origin: str) -> bytes:
+    """The spec's bytes, from a regular file of at most MAX_BYTES. Opened without blocking and checked before
+    reading: a FIFO would block forever, /dev/urandom never ends, /dev/zero fills memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise SpecError("spec file not found.", where=origin,
+                        hint="Pass the path of a clirace YAML spec; `clirace init` writes a commented starter.") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read the spec: {exc.strerror}.", where=origin) from None
+    try:
+        info = os.fstat(fd)
+        kind = stat.S_IFMT(info.st_mode)
+        if kind == stat.S_IFDIR:
+            raise SpecError("is a directory, not a spec file.", where=origin)
+        if kind != stat.S_IFREG:
+            raise SpecError(f"is {_NOT_REGULAR.get(kind, 'not a regular file')}, not a spec file; expected a "
+                            "regular YAML file.", where=origin)
+        if info.st_size > MAX_BYTES:
+            raise _too_big(info.st_size, origin)
+        chunks, size = [], 0
+        while size <= MAX_BYTES:  # the file may grow while it is read
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise SpecError(f"cannot read the spec: {exc.strerror}.", where=origin) from None
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:
+        raise _too_big(size, origin)
+    return b"".join(chunks)
+
+
+def _too_big(size: int, origin: str) -> SpecError:
+    return SpecError(f"the spec is {size:,} bytes; expected at most {MAX_BYTES:,} bytes.", where=origin,
+                     hint="A spec describes commands; data belongs in files that setup commands create.")
+
+
 def _byte_where(origin: str, raw: bytes, index: int) -> str:
     line_start = raw.rfind(b"\n", 0, index) + 1
     column = len(raw[line_start:index].decode("utf-8", errors="replace")) + 1
@@ -95,7 +132,15 @@ def _byte_where(origin: str, raw: bytes, index: int) -> str:
 
 
 def _check_brackets(text: str, origin: str) -> None:
-    """Refuse deep [ { nesting before PyYAML sees it: its scanner is quadratic in the nesting depth.
+    """Refuse deep [ { nesting before PyYAML sees it: its scanner is quadratic in the nesting depth."""
+    at = _too_deep_bracket(text, MAX_DEPTH)
+    if at is not None:
+        line_start = text.rfind("\n", 0, at) + 1
+        raise _deep(f"{origin}:{text.count(chr(10), 0, at) + 1}:{at - line_start + 1}")
+
+
+def _too_deep_bracket(text: str, limit: int) -> int | None:
+    """The index of the first '[' or '{' nested deeper than `limit`, or None.
 
     Counts brackets outside comment lines; a quoted '[' counts too, which only matters past 100 of them.
     """
@@ -105,9 +150,55 @@ def _check_brackets(text: str, origin: str) -> None:
         if text[line_start:match.start()].lstrip().startswith("#"):
             continue
         depth = max(0, depth + (1 if match.group() in "[{" else -1))
-        if depth > MAX_DEPTH:
-            line = text.count("\n", 0, match.start()) + 1
-            raise _deep(f"{origin}:{line}:{match.start() - line_start + 1}")
+        if depth > limit:
+            return match.start()
+    return None
+
+
+# ------------------------------------------------------------------------------- files a target wrote
+
+class OverBudget(ValueError):
+    """A YAML document too deep or, through aliases, too large to turn into data: not invalid, just too big
+    to judge (an alias bomb expands a few hundred bytes into billions of values)."""
+
+
+def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100):
+    """A YAML document (safe tags only) as plain data, for a file a target wrote; raises yaml.YAMLError when
+    it is invalid and OverBudget when it nests deeper than `max_depth` or expands to more than `max_nodes`
+    values through its aliases. The spec's own loader spends the same kind of budget (_Builder)."""
+    if _too_deep_bracket(text, max_depth) is not None:
+        raise OverBudget(f"lists or mappings nested more than {max_depth} levels deep")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise OverBudget("lists or mappings nested too deeply to read") from None
+    if node is None:
+        return None
+    _spend(node, max_nodes, max_depth)
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node)
+    except RecursionError:
+        raise OverBudget("lists or mappings nested too deeply to read") from None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError) as exc:  # !!int abc and the like
+        raise yaml.YAMLError(f"a value YAML cannot build: {type(exc).__name__}: {exc}") from None
+
+
+def _spend(root, max_nodes: int, max_depth: int) -> None:
+    """Walk the node graph as construction would expand it (an alias visits its anchor's nodes again)."""
+    budget = max_nodes
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise OverBudget(f"more than {max_nodes:,} values once its aliases are expanded")
+        if depth > max_depth:
+            raise OverBudget(f"lists or mappings nested more than {max_depth} levels deep")
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((part, depth + 1) for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
 
 
 def _too_deep(text: str, origin: str) -> SpecError:
@@ -280,12 +371,28 @@ class _Builder:
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.construct(item, path + (i,)) for i, item in enumerate(node.value)]
+        tag = node.tag.rsplit(":", 1)[-1]
+        if isinstance(node, yaml.ScalarNode) and tag == "int" and len(node.value) > MAX_DIGITS:
+            raise SpecError(f"found a number of {len(node.value):,} characters; expected a number of at most "
+                            f"{MAX_DIGITS} digits.", where=where)
         try:
             value = self.scalars.construct_object(node)
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc)
             raise SpecError(f"found a value YAML cannot build ({problem}); expected a plain string, number, "
                             "list or mapping.", where=where) from None
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
+            # An explicit tag on a value that does not fit it (!!int abc, !!bool maybe, !!timestamp x):
+            # PyYAML's constructors raise whatever their conversion raises.
+            raise SpecError(f"found {_short(node.value)} tagged !!{tag}, which is not a valid {tag}; expected a "
+                            "plain value without a tag.", where=where) from None
         if isinstance(value, (datetime.date, datetime.datetime)):
             return node.value  # a date-looking string stays a string: the spec has no dates
+        if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+            raise SpecError(f"found the number {_short(node.value)}, which is too large; expected a number "
+                            f"of at most {MAX_DIGITS} digits.", where=where)
         return value
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "…"

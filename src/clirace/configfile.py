@@ -1,30 +1,59 @@
-"""Parsing config files in the formats a spec may declare, and looking a dotted key up in them."""
+"""Parsing config files that a target wrote, in the formats a spec may declare, and looking a key up in them.
+
+What a target wrote is untrusted: parsing is bounded in size (MAX_BYTES), nesting and, for YAML, alias
+expansion. A file beyond those bounds raises `TooLarge`, which is not evidence of a torn write: a check must
+report it as "could not decide", never as corruption. Every other failure is `Unparseable` (torn or invalid).
+"""
 from __future__ import annotations
 
 import configparser
 import json
 
-import yaml
+import jmespath
+import jmespath.exceptions
+
+from ._yaml import OverBudget, load_budgeted
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+MAX_BYTES = 1 << 20  # a config a tool rewrites on every call; beyond this clirace does not judge it
+MAX_NODES = 100_000  # YAML values once aliases are expanded
+MAX_DEPTH = 100  # nesting of YAML lists and mappings (JSON and TOML: as deep as their readers recurse)
+MAX_DIGITS = 4000  # an integer longer than this stays a string (int() refuses 4,300+ digits)
+
 
 class Unparseable(ValueError):
-    pass
+    """Not valid in its format: empty, torn, or never valid."""
 
 
-def parse(text: str, fmt: str):
-    """Parse `text` as `fmt`; raise Unparseable with the parser's reason. An empty file is unparseable."""
+class TooLarge(Unparseable):
+    """Too large, too deep or too aliased to judge: neither whole nor torn as far as clirace can tell.
+
+    A subclass so that `except Unparseable` still stops at it; a check must test for it first and answer
+    "could not decide" (the file may be perfectly valid)."""
+
+
+def parse(text: str | bytes, fmt: str):
+    """Parse `text` as `fmt`; raise TooLarge past the bounds, Unparseable with the parser's reason otherwise.
+    An empty file is unparseable. Bytes are decoded as UTF-8 (invalid UTF-8 is unparseable)."""
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_BYTES:
+        raise TooLarge(f"the file is {size:,} bytes, more than the {MAX_BYTES:,} clirace judges")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Unparseable(f"not UTF-8: byte 0x{text[exc.start]:02X} at offset {exc.start}") from None
     if not text.strip():
         raise Unparseable("the file is empty")
     try:
         if fmt == "json":
-            return json.loads(text)
+            return _json(text)
         if fmt == "yaml":
-            data = yaml.safe_load(text)
+            data = load_budgeted(text, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
             if not isinstance(data, dict):
                 raise Unparseable(f"expected a mapping, found {type(data).__name__}")
             return data
@@ -34,9 +63,22 @@ def parse(text: str, fmt: str):
             return _parse_ini(text)
     except Unparseable:
         raise
+    except OverBudget as exc:
+        raise TooLarge(str(exc)) from None
+    except RecursionError:
+        raise TooLarge("lists or mappings nested too deeply to read") from None
     except Exception as exc:  # each parser has its own error types; all mean "torn or invalid"
         raise Unparseable(f"{type(exc).__name__}: {exc}") from None
     raise Unparseable(f"unknown format {fmt}")
+
+
+def _json(text: str):
+    # A RecursionError from deep nesting ('[' * 100000) is caught by parse(): too deep to judge, not torn.
+    return json.loads(text, parse_int=_int)
+
+
+def _int(digits: str):
+    return int(digits) if len(digits) <= MAX_DIGITS else digits
 
 
 def _parse_ini(text: str) -> dict:
@@ -55,18 +97,37 @@ def _parse_ini(text: str) -> dict:
     return {section: dict(parser[section]) for section in ["DEFAULT", *parser.sections()]}
 
 
-_MISSING = object()
+def lookup(data, expr: str, fmt: str, *, query: bool = False):
+    """The value that `expr` names in `data`, or None.
 
-
-def lookup(data, dotted: str, fmt: str):
-    """The value at a dotted key path, or None. For ini, a key without a section is looked up in DEFAULT."""
-    if fmt == "ini" and "." not in dotted:
-        dotted = f"DEFAULT.{dotted}"
+    expr: a dotted key path (the default; for ini, a key without a section is looked up in DEFAULT), or with
+    `query` (the spec's `config.query`) a JMESPath expression such as
+    `clusters[?name=='cliracek3'].cluster.server | [0]`, for files where the key is a value, not a name.
+    """
+    if query:
+        try:
+            return jmespath.search(expr, data)
+        except jmespath.exceptions.JMESPathError:  # a type error on this data (the syntax was checked at load)
+            return None
+    if fmt == "ini" and "." not in expr:
+        expr = f"DEFAULT.{expr}"
     node = data
-    if isinstance(node, dict) and dotted in node:  # keys that contain dots themselves
-        return node[dotted]
-    for part in dotted.split("."):
+    if isinstance(node, dict) and expr in node:  # keys that contain dots themselves
+        return node[expr]
+    for part in expr.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
         node = node[part]
     return node
+
+
+def query_problem(expr: str) -> str | None:
+    """Why `expr` is not a JMESPath expression (for a SpecError), or None."""
+    try:
+        jmespath.compile(expr)
+    except jmespath.exceptions.JMESPathError as exc:
+        return " ".join(str(exc).split())
+    except RecursionError:
+        return "nested too deeply"
+    return None
+

@@ -17,6 +17,7 @@ import itertools
 import os
 import select
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
@@ -30,8 +31,10 @@ GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
 DRAIN_MOMENT = 0.2  # at least this long for the pipes to close after the process exits
 INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: finds what it started
+# clirace's own shell, by absolute path: the target's environment may set a PATH without it (tool.env.PATH).
+SH = shutil.which("sh") or "/bin/sh"
 # The start barrier (see the module docstring): say ready, wait for EOF on stdin, then exec the target.
-BARRIER = ("sh", "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
+BARRIER = (SH, "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
 _ids = itertools.count(1)
 
 
@@ -286,10 +289,15 @@ class Launcher:
         terminal = None
         streams = dict(stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if pty:
-            terminal, streams, preexec = _open_terminal()
+            terminal, streams, take_terminal = _open_terminal()
         try:
+            # A parallel batch goes without the parent-death signal: preexec_fn forces a fork of this whole
+            # interpreter per start, which would triple the batch's launch time; its processes are ended by the
+            # run's watchdog instead.
+            dies = None if parked else die_with_parent()
+            preexec = _both(dies, take_terminal) if pty else dies
             proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, start_new_session=True,
-                                    preexec_fn=preexec if pty else None, **streams)
+                                    preexec_fn=preexec, **streams)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
                 raise
@@ -359,9 +367,18 @@ def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subproc
     reason = f"clirace: cannot execute {argv[0]}: {exc.strerror or exc}"
     if exc.filename and str(exc.filename) != argv[0]:
         reason += f" ({exc.filename})"
-    return subprocess.Popen(["sh", "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
+    return subprocess.Popen([SH, "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+
+
+def _both(first, second):
+    """One preexec function that runs two (either may be None)."""
+    def run() -> None:
+        for step in (first, second):
+            if step is not None:
+                step()
+    return run
 
 
 def _open_terminal():
@@ -383,6 +400,38 @@ def _open_terminal():
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     return master, dict(stdin=slave, stdout=slave, stderr=slave), take_terminal
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent():
+    """A preexec_fn that has the kernel SIGKILL the child when clirace dies (PR_SET_PDEATHSIG), kept across
+    exec; None where prctl is not available. Set up here, in the parent, so that the child only makes the call.
+
+    Why: a SIGKILLed clirace runs no cleanup; its direct children (a parked holder, a read, a setup command)
+    would otherwise run on. The signal comes when the thread that started the child ends, which in clirace is
+    the thread that runs the trial and outlives its processes.
+    """
+    global _prctl
+    if _prctl is None:
+        try:
+            import ctypes
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+    if not _prctl:
+        return None
+    prctl, parent = _prctl, os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # clirace died before the call took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+    return preexec
+
+
+_prctl = None
 
 
 def _no_core_dumps() -> None:

@@ -110,11 +110,12 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     call, args, ret = match["call"], match["args"], match["ret"]
     fd_path = _FD_PATH.match(args)
     if call in _FD_CALLS:  # the strings they print are data, not paths
-        paths = [fd_path.group(2)] if fd_path else []
+        paths = [_unescape(fd_path.group(2))] if fd_path else []
     else:
-        paths = [_absolute(_unescape(m["path"]), m["dir"] or cwd) for m in _STRING.finditer(args)]
+        paths = [_absolute(_unescape(m["path"]), _unescape(m["dir"]) if m["dir"] else cwd)
+                 for m in _STRING.finditer(args)]
         if call in _OPEN_CALLS and match["ret_path"]:
-            paths = [match["ret_path"]]  # the file it really opened, absolute (strace -y on the returned fd)
+            paths = [_unescape(match["ret_path"])]  # the file it really opened, absolute (strace -y on the fd)
     flags: tuple[str, ...] = ()
     writes = lock = False
     if call in _OPEN_CALLS:
@@ -128,8 +129,34 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
                   writes=writes, lock=lock, args=args[:300])
 
 
+# strace's quoting of a string or an fd's path: \xNN (with -x/-xx), \NNN octal (1-3 digits: "\377\1"), C escapes.
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.DOTALL)
+_C_ESCAPES = {"n": 10, "t": 9, "r": 13, "v": 11, "f": 12, "a": 7, "b": 8, '"': 34, "\\": 92, "'": 39, "?": 63}
+
+
 def _unescape(text: str) -> str:
-    return text.encode().decode("unicode_escape", errors="replace") if "\\" in text else text
+    """A path exactly as the kernel saw it, whatever bytes it holds: strace's escapes turned back into bytes,
+    then os.fsdecode (a UTF-8 name such as tōol reads as itself; bytes that are not UTF-8 round-trip as
+    surrogate escapes). strace escapes every byte outside printable ASCII, in octal by default and in hex
+    with -xx, and '<' '>' inside an fd's <path>, so the trace itself is ASCII."""
+    if "\\" not in text:
+        return text
+    out = bytearray()
+    position = 0
+    for match in _ESCAPE.finditer(text):
+        out += text[position:match.start()].encode("utf-8", "surrogateescape")
+        hexa, octal, char = match.groups()
+        if hexa:
+            out.append(int(hexa, 16))
+        elif octal:
+            out.append(int(octal, 8) & 0xFF)
+        elif char in _C_ESCAPES:
+            out.append(_C_ESCAPES[char])
+        else:  # not an escape strace makes: kept as written
+            out += ("\\" + char).encode("utf-8", "surrogateescape")
+        position = match.end()
+    out += text[position:].encode("utf-8", "surrogateescape")
+    return os.fsdecode(bytes(out))
 
 
 def _absolute(path: str, cwd: str) -> str:

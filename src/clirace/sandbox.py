@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import placeholders
+from . import _leftovers, placeholders
+from ._leftovers import make_workdir, sweep_leftovers  # noqa: F401 - part of this module's interface
 from .procfs import environ, pids, stat_fields
 
 MARKER = "CLIRACE_TRIAL"
@@ -25,6 +26,8 @@ class Sandbox:
         self.root = root
         self.spec_dir = spec_dir
         self.marker = f"{os.getpid()}:{root}"
+        if Path(root).parent.name.startswith(_leftovers.RUN_PREFIX):
+            _leftovers.watch_run(Path(root).parent)  # a run's first sandbox: its leftovers must not outlive a killed clirace
         for rel in _LAYOUT.values():
             (root / rel).mkdir(parents=True, exist_ok=True)
         (root / "io").mkdir(exist_ok=True)
@@ -104,12 +107,15 @@ def _kill_until_gone(find, within: float, reap: bool = False) -> list[int]:
 
 
 def end_run(workdir: Path | str) -> list[int]:
-    """SIGKILL whatever any trial of this run (sandboxes under `workdir`) left running.
+    """SIGKILL whatever any trial of this run (sandboxes under `workdir`) left running, and mark the run over
+    (its watchdog stands down; a kept `workdir` is no longer a leftover for `sweep_leftovers`).
 
     The safety net under every trial's own cleanup: it still works when that cleanup was cut short
     (an exception, Ctrl-C or SIGTERM in the middle of ending the trial's processes).
     """
-    return end_marked(f"{os.getpid()}:{os.path.join(str(workdir), '')}", prefix=True)
+    killed = end_marked(f"{os.getpid()}:{os.path.join(str(workdir), '')}", prefix=True)
+    _leftovers.unwatch(os.path.normpath(str(workdir)))
+    return killed
 
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -142,5 +148,6 @@ def end_adopted(within: float = 2.0) -> list[int]:
     """
     if not _adopting:
         return []
-    me = str(os.getpid())
-    return _kill_until_gone(lambda: [pid for pid in pids() if stat_fields(pid)[1:2] == [me]], within, reap=True)
+    me, watchdogs = str(os.getpid()), _leftovers.watchdog_pids()  # the watchdogs are children too, and must live on
+    return _kill_until_gone(lambda: [pid for pid in pids() if stat_fields(pid)[1:2] == [me]
+                                     and str(pid) not in watchdogs], within, reap=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jsonschema
 
-from . import placeholders
+from . import _spec_checks, placeholders
 from ._spec_messages import check_sandbox, did_you_mean, dotted, schema_error, show
 from ._yaml import START_HINT, Located, load_located
 from .errors import SpecError
@@ -39,7 +39,8 @@ MAX_DURATION = 600.0
 class ConfigFile:
     path: str
     format: ConfigFormat
-    key: str = "{key}"
+    key: str = "{key}"  # a dotted path; with `query`, a JMESPath expression (configfile.lookup(query=True))
+    query: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,13 +129,20 @@ def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False) -> Spec:
         kind = "a list" if isinstance(data, list) else f"a single value, {show(data)}"
         raise SpecError(f"the spec is {kind}; expected a mapping with the keys 'version' and 'tool'.",
                         where=located.where(()), hint=START_HINT)
-    errors = list(jsonschema.Draft202012Validator(schema(), format_checker=jsonschema.FormatChecker())
-                  .iter_errors(data))
+    _spec_checks.strings(located)
+    # No format checker: jsonschema's "regex" format compiles with re and lets OverflowError escape;
+    # _spec_checks.regexes judges every pattern instead, with the engine that will run it.
+    errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(data))
     if errors:
         raise schema_error(errors, located, schema())
     _validate_placeholders(located)
+    _spec_checks.durations(data, located)
+    _spec_checks.regexes(data, located)
+    _spec_checks.config_queries(data, located)
+    _spec_checks.environment_size(data, located)
     spec = _build(path, data, located)
     _validate_semantics(spec, located)
+    _spec_checks.file_paths(data, located, str(spec.spec_dir))
     if not allow_outside_sandbox:
         check_sandbox(data, located)
     return spec
@@ -235,7 +243,9 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             setup=tuple(argv(c, *at, "setup", n) for n, c in enumerate(w.get("setup", []))),
             read=argv(w["read"], *at, "read") if "read" in w else None,
             start=int(w["start"]) if "start" in w else None,
-            config=ConfigFile(config["path"], ConfigFormat(config["format"]), config.get("key", "{key}")) if config else None,
+            config=ConfigFile(config["path"], ConfigFormat(config["format"]),
+                              config.get("query", config.get("key", "{key}")), query="query" in config)
+            if config else None,
             add=argv(w["add"], *at, "add") if "add" in w else None,
             claimed=w.get("claimed"),
             list=argv(w["list"], *at, "list") if "list" in w else None,
@@ -306,7 +316,8 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
             raise SpecError(f"tool.command names {program!r}, which is not executable; expected an executable file.",
                             where=command_at,
                             hint=f"chmod +x it, or run it through its interpreter (e.g. [\"{{python}}\", \"{program}\"]).")
-    elif shutil.which(program) is None:
+    elif not _spec_checks.program_on_path(program, spec.env, str(spec.spec_dir), located) and \
+            shutil.which(program) is None:
         raise SpecError(f"tool.command names the program {program!r}, which is not on PATH; expected an installed "
                         "program.", where=command_at, hint="Install it, or give its absolute path.")
     cwd = placeholders.expand(spec.cwd, static)

@@ -95,6 +95,27 @@ CASES = [
     ("sandbox_park_fifo_var_tmp.yaml", 9, "in the real /var/tmp, outside the sandbox"),
     ("sandbox_take_path_escapes.yaml", 8, "climbs out of the sandbox with '..'"),
     ("sandbox_temp_dirs_tmp.yaml", 9, "session.temp_dirs[1] is '/tmp'"),
+    ("sandbox_park_fifo_spec_dir.yaml", 9, "'{spec_dir}/state.json', which is in the spec's own directory"),
+    # values YAML or the kernel cannot take (issue 10)
+    ("timeout_trailing_newline.yaml", 4, "tool.timeout is the string '1s\\n'; expected a duration greater than zero"),
+    ("prompt_zero.yaml", 6, "lock.prompt is the string '0ms'; expected a duration greater than zero"),
+    ("tag_int_not_a_number.yaml", 4, "found 'abc' tagged !!int, which is not a valid int"),
+    ("tag_bool_not_a_bool.yaml", 5, "found 'maybe' tagged !!bool"),
+    ("tag_int_empty.yaml", 4, "found '' tagged !!int, which is not a valid int"),
+    ("tag_timestamp_not_a_date.yaml", 5, "found 'yesterday' tagged !!timestamp"),
+    ("integer_4400_digits.yaml", 4, "a number of 4,400 characters; expected a number of at most 18 digits"),
+    ("argument_nul.yaml", 6, "workloads[0].run[1] holds a NUL character"),
+    ("argument_lone_surrogate.yaml", 6, "workloads[0].run[1] holds the lone surrogate \\ud800"),
+    ("env_value_too_large.yaml", 5, "tool.env.BIG is 200,000 bytes long; expected at most 100,000 bytes"),
+    ("env_path_nonexistent.yaml", 5, "the program 'sh', which is not on the PATH that tool.env sets ('/nonexistent')"),
+    # regexes: invalid in Python, a value group that can stay unset, catastrophic backtracking
+    ("regex_repeat_too_large.yaml", 8, "not a valid regular expression (the repetition number is too large)"),
+    ("regex_group1_optional.yaml", 8, "workloads[0].value has a group 1 that a match can leave unset"),
+    ("regex_catastrophic.yaml", 8, "workloads[0].value backtracks catastrophically: on a run of 2,048 'a'"),
+    # paths where clirace expects a file
+    ("park_fifo_is_directory.yaml", 9, "lock.hold.park.fifo is '{config_home}', which names a directory"),
+    ("take_path_is_directory.yaml", 7, "lock.hold.take.path is '{state_home}/tool/', which names a directory"),
+    ("config_path_through_file.yaml", 7, "_support/not_executable.sh', a file, not a directory"),
 ]
 PARAMS = [pytest.param(name, line, fragment, id=name.removesuffix(".yaml")) for name, line, fragment in CASES]
 CLI_CASES = {
@@ -103,6 +124,9 @@ CLI_CASES = {
     "misspelt_key_workloads.yaml", "missing_tool_command.yaml", "unknown_placeholder_sandbox.yaml",
     "command_not_on_path.yaml", "program_not_executable.yaml", "cwd_absolute_nonexistent.yaml",
     "timeout_in_words.yaml", "lock_hold_two_ways.yaml", "sandbox_cwd_root.yaml", "sandbox_take_path_escapes.yaml",
+    "timeout_trailing_newline.yaml", "tag_int_not_a_number.yaml", "integer_4400_digits.yaml", "argument_nul.yaml",
+    "env_value_too_large.yaml", "regex_repeat_too_large.yaml", "regex_catastrophic.yaml",
+    "sandbox_park_fifo_spec_dir.yaml",
 }
 if os.environ.get("CLIRACE_ALL_CLI"):
     CLI_CASES = {name for name, _, _ in CASES}
@@ -182,6 +206,55 @@ def test_missing_file_and_directory(tmp_path):
         load_spec(tmp_path)
 
 
+@pytest.fixture
+def fifo(tmp_path) -> Path:
+    path = tmp_path / "spec.fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("device, kind", [("/dev/zero", "a character device"), ("/dev/urandom", "a character device"),
+                                          ("fifo", "a named pipe (FIFO)")])
+def test_special_file_is_refused_before_reading(device, kind, fifo):
+    """/dev/zero would fill memory, /dev/urandom never ends, a FIFO with no writer blocks forever."""
+    path = fifo if device == "fifo" else Path(device)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert_one_paragraph(f"clirace: {caught.value.paragraph()}", path, None, f"is {kind}, not a spec file")
+
+
+@pytest.mark.timeout(30)
+def test_cli_refuses_special_files(tmp_path, fifo):
+    for path in (Path("/dev/urandom"), fifo):
+        result = run_check(path, tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert_one_paragraph(result.stderr, path, None, "not a spec file")
+
+
+@pytest.mark.timeout(10)
+def test_a_huge_integer_where_no_schema_looks(tmp_path):
+    """Numbers are bounded wherever they are, not only where the schema has a maximum."""
+    spec = write(tmp_path, "workloads:\n  - kind: counter\n    run: [incr]\n    read: [get]\n    start: 0xffffffffffffffff\n")
+    with pytest.raises(SpecError, match="too large; expected a number of at most 18 digits"):
+        load_spec(spec)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("pattern", [r"count: (\d+)", r"(?:v\d )?count: (\d+)", r"(\d+)", r"\d+", r"(a)+(b)?",
+                                     r"^claimed (\S+)$", r"(?P<n>\d+)|"])
+def test_usable_patterns_load(tmp_path, pattern):
+    if pattern.endswith("|"):  # group 1 in one alternative only: refused
+        with pytest.raises(SpecError, match="group 1"):
+            load_spec(write(tmp_path, _counter_value(pattern)))
+        return
+    load_spec(write(tmp_path, _counter_value(pattern)))
+
+
+def _counter_value(pattern: str) -> str:
+    return f"workloads:\n  - kind: counter\n    run: [incr]\n    read: [get]\n    value: '{pattern}'\n"
+
+
 # ------------------------------------------------------------------------------------------------ sandbox
 
 BASE = 'version: 1\ntool:\n  command: ["{python}", "-c", "pass"]\n'
@@ -207,10 +280,16 @@ def fake_home(tmp_path, monkeypatch):
     pytest.param("  cwd: {home}/project\n", "in the real home directory", id="cwd-under-real-home"),
     pytest.param("  env: {{TMPDIR: /tmp}}\n", "tool.env.TMPDIR is '/tmp', which is in the real /tmp", id="env-tmpdir"),
     pytest.param("  env: {{DATA: {home}/data}}\n", "in the real home directory", id="env-any-var-in-home"),
-    pytest.param("  env: {{XDG_CONFIG_HOME: '{{spec_dir}}/cfg'}}\n", "which is not inside the sandbox",
+    pytest.param("  env: {{XDG_CONFIG_HOME: '{{spec_dir}}/cfg'}}\n", "which is in the spec's own directory",
                  id="env-xdg-spec-dir"),
     pytest.param("  env: {{HOME: '{{sandbox}}/../..'}}\n", "climbs out of the sandbox", id="env-home-escapes"),
     pytest.param("  env: {{TMPDIR: scratch}}\n", "a relative path", id="env-tmpdir-relative"),
+    pytest.param("  cwd: '{{spec_dir}}'\n", "in the spec's own directory", id="cwd-spec-dir"),
+    pytest.param("lock:\n  contender: [set]\n  hold:\n    take: {{path: '{{spec_dir}}/tool.lock', kind: flock}}\n",
+                 "in the spec's own directory", id="take-path-spec-dir"),
+    pytest.param("workloads:\n  - kind: keys\n    run: [set, '{{key}}', '{{value}}']\n"
+                 "    config: {{path: '{{spec_dir}}/config.json', format: json}}\n",
+                 "in the spec's own directory", id="config-path-spec-dir"),
     pytest.param("session:\n  run: [run]\n  temp_dirs: ['{{tmp}}', /var/tmp/x]\n", "in the real /var/tmp",
                  id="temp-dirs-var-tmp"),
     pytest.param("workloads:\n  - kind: keys\n    run: [set, '{{key}}', '{{value}}']\n"
@@ -231,7 +310,7 @@ def test_sandbox_refusals(tmp_path, fake_home, body, fragment):
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("body", [
     pytest.param("  cwd: '{home}'\n", id="cwd-sandbox-home"),
-    pytest.param("  cwd: '{spec_dir}'\n", id="cwd-spec-dir"),
+    pytest.param("  env: {PLUGINS: '{spec_dir}/plugins'}\n", id="env-input-in-spec-dir"),
     pytest.param("  env: {HOME: '{sandbox}/other-home', TMPDIR: '{tmp}/x', XDG_CONFIG_HOME: '{config_home}'}\n",
                  id="env-inside-sandbox"),
     pytest.param("  env: {JAVA_HOME: /usr/lib/jvm, PATH: '/usr/local/bin:/usr/bin', MODE: fast}\n",
