@@ -101,7 +101,7 @@ def _start_time(pid: int) -> str:
 def _alive(pid: str, start: str | None) -> bool:
     if not pid.isdigit():
         return False
-    fields = sandbox.stat_fields(int(pid))
+    fields = procfs.stat_fields(int(pid))
     if not fields or fields[0] in ("Z", "X"):
         return False
     return start in (None, "?") or fields[19:20] == [start]
@@ -161,8 +161,8 @@ def _orphaned_marked() -> list[int]:
     needle = f"{sandbox.MARKER}=".encode()
     found = []
     owners: dict[tuple, bool] = {}
-    for pid in sandbox.pids():
-        for item in sandbox._environ(pid).split(b"\0"):
+    for pid in procfs.pids():
+        for item in procfs.environ(pid).split(b"\0"):
             if not item.startswith(needle):
                 continue
             owner, _, box = item[len(needle):].decode(errors="replace").partition(":")

@@ -185,6 +185,7 @@ class ConfigSnapshot:
     key: str  # the spec's key template ("{key}", "section.{key}")
     text: str | None  # the file's content after the round; None when it did not exist or was not a file
     why_none: str = ""  # when text is None: "missing", "a FIFO", ...
+    query: bool = False  # `key` is a JMESPath expression (the spec's config.query)
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,7 @@ class WriterKilled(Trial):
     config_path: str = ""
     format: ConfigFormat = ConfigFormat.JSON
     key_path: str = "{key}"
+    query: bool = False
     key: str = ""
     value: str = ""
     old: str = ""

@@ -171,7 +171,7 @@ def describe_wrapper(wrap) -> str:
     for option in wrap:
         if option.startswith("inject="):
             return f"strace {option.split(':', 1)[1]}"
-    return "strace (trace only)" if wrap[0] == "strace" else text
+    return "strace (trace only)" if os.path.basename(wrap[0]) == "strace" else text
 
 
 def stop_all(runnings: list[Running]) -> None:

@@ -27,6 +27,11 @@ _FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate"}
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
 
+def strace_path() -> str:
+    """strace by absolute path: a target's own PATH (tool.env) may not have it."""
+    return shutil.which("strace") or "strace"
+
+
 @lru_cache(maxsize=1)
 def available() -> tuple[bool, str]:
     """(usable, why not). Disabled on purpose with CLIRACE_NO_STRACE=1 (tests of the fallback use it)."""
@@ -55,7 +60,7 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
     imports would soak up the delay and spread the starts instead of widening the window.
     """
     writes = f"{WRITE_CALLS},{RENAME_CALLS}"
-    return ["strace", "-ff", "-qq", "-y", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
+    return [strace_path(), "-ff", "-qq", "-y", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
@@ -69,7 +74,7 @@ def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: 
     is whichever thread writes twice first, often not the one writing the config; restricted to the
     config's path (-P), only the calls on it are traced and counted."""
     only = ["-P", path] if path else []
-    return ["strace", "-f", "-qq", "-y", *only, "-o", str(log), "-e", f"trace={calls}",
+    return [strace_path(), "-f", "-qq", "-y", *only, "-o", str(log), "-e", f"trace={calls}",
             "-e", f"inject={calls}:signal=SIGKILL:when={when}", "--"]
 
 
@@ -83,7 +88,7 @@ def killed(log: Path) -> bool:
 
 def trace_prefix(out_prefix: Path, calls: str) -> list[str]:
     """strace arguments recording `calls` (fds shown with their paths), one output file per process."""
-    return ["strace", "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={calls}", "-o", str(out_prefix), "--"]
+    return [strace_path(), "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={calls}", "-o", str(out_prefix), "--"]
 
 
 def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[FileOp, ...]:

@@ -9,11 +9,9 @@ import random
 import shlex
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import __version__, observe, registry
@@ -23,7 +21,7 @@ from .errors import SpecError
 from .findings import NOT_TESTED, Finding, Verdict
 from .history import Environment, History, RunOptions
 from .rubric import Criterion, Score, criteria, load_section, score
-from .sandbox import end_adopted, end_run
+from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, Context
 from .spec import Spec
 
@@ -91,7 +89,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
     sigint_before = _children_get_default_sigint()
-    workdir = Path(tempfile.mkdtemp(prefix="clirace-"))
+    sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
+    workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)
     ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, keep=options.keep, strace=usable,
                   strace_note=why, progress=progress, only=options.only, trials=history.trials)
     wanted = registry.scenarios_for(options.only)

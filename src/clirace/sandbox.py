@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +29,9 @@ class Sandbox:
         self.marker = f"{os.getpid()}:{root}"
         if Path(root).parent.name.startswith(_leftovers.RUN_PREFIX):
             _leftovers.watch_run(Path(root).parent)  # a run's first sandbox: its leftovers must not outlive a killed clirace
+        # clirace's own traces and logs: beside the sandbox, not in it, under a name the target cannot know
+        # in advance, so a link it planted in its sandbox never redirects what strace writes.
+        self.private = Path(tempfile.mkdtemp(prefix=f"{Path(root).name}-clirace-", dir=Path(root).parent))
         for rel in _LAYOUT.values():
             (root / rel).mkdir(parents=True, exist_ok=True)
         (root / "io").mkdir(exist_ok=True)
@@ -65,6 +69,7 @@ class Sandbox:
     def remove(self) -> None:
         self.end_strays()
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.private, ignore_errors=True)
 
 
 def end_marked(marker: str, name: str = MARKER, prefix: bool = False, within: float = 2.0) -> list[int]:

@@ -106,7 +106,7 @@ def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int = 1, cw
     `paths`, writing one trace file per process to `trace_out`.PID. `also_trace` records more calls on the
     same paths (observation only; they are not stopped)."""
     traced = ",".join(dict.fromkeys(c for c in f"{calls},{also_trace}".split(",") if c))
-    argv = ["strace", "-ff", "-qq", "-y", "-s", "256", "-e", "signal=SIGSTOP", "-e", f"trace={traced}"]
+    argv = [observe.strace_path(), "-ff", "-qq", "-y", "-s", "256", "-e", "signal=SIGSTOP", "-e", f"trace={traced}"]
     for form in path_forms(paths, cwd):
         argv += ["-P", form]
     return argv + ["-e", f"inject={calls}:signal=SIGSTOP:when={when}", "-o", str(trace_out), "--"]

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from .. import placeholders
-from ..configfile import Unparseable, lookup, parse
+from ..configfile import TooLarge, Unparseable, lookup, parse
 from ..observe import parse_line
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import ConfigSampled, History, KeysRound, KillPointsFound, WriterKilled
@@ -25,13 +25,15 @@ def kill_outcome(trial: WriterKilled) -> str | None:
         return "missing"
     try:
         after = parse(trial.after, fmt)
+    except TooLarge:
+        return None  # too large to tell: not a finding (the summary of the check says what it could judge)
     except Unparseable as exc:
         return f"unparseable ({exc})"
     old = parse(trial.old, fmt)
     if after == old:
         return None
     dotted = placeholders.expand(trial.key_path, {"key": trial.key})
-    value = lookup(after, dotted, fmt)
+    value = lookup(after, dotted, fmt, query=trial.query)
     if value is not None and trial.value in str(value) and _drop(after, dotted) == old:  # as in keys: maybe wrapped
         return None
     return "parseable but neither the old nor the new content"
@@ -99,6 +101,8 @@ def _torn(sampled: ConfigSampled) -> tuple[int, str, str]:
     for sample in sampled.distinct:
         try:
             parse(sample.text, sampled.format)
+        except TooLarge:
+            continue  # too large to judge is not torn
         except Unparseable as exc:
             bad += sample.count
             if not first:

@@ -2,9 +2,10 @@
 unknown may have taken an item without saying so: as many items as such claims may be unaccounted for."""
 from __future__ import annotations
 
-import re
+import json
 from collections import defaultdict
 
+from .. import patterns
 from ..findings import Finding, Verdict
 from ..history import ClaimRound, History
 from ..lockerror import succeeded
@@ -15,19 +16,28 @@ ID = "claim"
 
 
 def claimed_item(stdout: str, pattern: str | None) -> str | None:
+    """The item a claim printed: group 1 of the spec's `claimed` regex (its whole stdout without one).
+    Raises Undecided when the regex does not finish in its time bound on this output."""
     if not pattern:
         return stdout.strip() or None
-    match = re.search(pattern, stdout, re.MULTILINE)
-    if not match:
-        return None
-    return match.group(1) if match.groups() else match.group(0)
+    try:
+        return patterns.group1(pattern, stdout)
+    except patterns.PatternTimeout as exc:
+        raise Undecided(f"the claimed regex: {exc}", "Simplify the claim workload's claimed regex.") from None
 
 
 def remaining(trial: ClaimRound) -> list[str] | None:
-    """The items `list` showed after the round, one per line; None without a list command or when it failed."""
+    """The items `list` showed after the round: one per line, or a JSON array; None without a list command or
+    when it failed."""
     listed = trial.invocation("list-after")
     if listed is None or not listed.ok:
         return None
+    try:
+        items = json.loads(listed.stdout)
+    except ValueError:
+        items = None
+    if isinstance(items, list):
+        return [item if isinstance(item, str) else json.dumps(item) for item in items]
     return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
 
 

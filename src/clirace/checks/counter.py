@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .. import patterns
 from ..findings import Finding, Verdict
 from ..history import CounterRound, History
 from . import reference
@@ -16,8 +17,14 @@ INTEGER = re.compile(r"-?\d+")
 def read_counter(trial: CounterRound, label: str) -> int:
     """The counter a read printed: group 1 of the spec's `value` regex, else the first integer."""
     inv = read_back(trial, label)
-    found = re.search(trial.pattern, inv.stdout, re.MULTILINE) if trial.pattern else INTEGER.search(inv.stdout)
-    text = ((found.group(1) if found.groups() else found.group()) if found else None) or ""
+    if trial.pattern:
+        try:
+            text = patterns.group1(trial.pattern, inv.stdout) or ""
+        except patterns.PatternTimeout as exc:
+            raise Undecided(f"the counter's value regex: {exc}", "Simplify the workload's value regex.") from None
+    else:
+        found = INTEGER.search(inv.stdout)
+        text = found.group() if found else ""
     if not inv.ok or not re.fullmatch(r"\s*-?\d+\s*", text):
         what = f"a counter matching {trial.pattern!r}" if trial.pattern else "an integer"
         raise Undecided(f"the read command {inv.command()!r} did not print {what} ({inv.ending()}; {inv.printed()})",

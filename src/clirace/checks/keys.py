@@ -3,7 +3,7 @@ whose writer's outcome is unknown may be present or absent, but if present it ho
 from __future__ import annotations
 
 from .. import placeholders
-from ..configfile import Unparseable, lookup, parse
+from ..configfile import TooLarge, Unparseable, lookup, parse
 from ..findings import Finding, Verdict
 from ..history import History, KeysRound
 from ..lockerror import succeeded
@@ -31,11 +31,14 @@ def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | Non
         return {}, None
     try:
         data = parse(config.text, config.format)
+    except TooLarge as exc:  # it may be whole: too large to tell
+        raise Undecided(f"the config file {config.path} cannot be judged: {exc}",
+                        "Keep the config this workload writes under 1 MiB, or judge it through a read command.") from None
     except Unparseable as exc:
         return {}, finding("CR113", trial, [], "a parseable config", config.text[:120], error=str(exc))
     values = {}
     for key, _ in trial.keys.values():
-        value = lookup(data, placeholders.expand(config.key, {"key": key}), config.format)
+        value = lookup(data, placeholders.expand(config.key, {"key": key}), config.format, query=config.query)
         values[key] = None if value is None else str(value)
     return values, None
 

@@ -144,12 +144,13 @@ def _where_keys_are(trial: KeysRound, key: str) -> str:
         return f"{config.path} does not exist ({config.why_none}); is config.path the file the tool writes?"
     try:
         data = parse(config.text, config.format)
-    except Unparseable:
-        return f"{config.path} does not parse"
+    except Unparseable as exc:
+        return f"{config.path} cannot be judged ({exc})"
     lookup = placeholders.expand(config.key, {"key": key})
     top = ", ".join(map(str, list(data)[:12])) if isinstance(data, dict) else type(data).__name__
-    return (f"config.key {config.key!r} looks up {lookup!r} in {config.path}, whose top-level keys are: {top} "
-            "(a key kept in a list needs a JMESPath query)")
+    field = "config.query" if config.query else "config.key"
+    hint = "" if config.query else " (a key kept in a list needs config.query, a JMESPath expression)"
+    return f"{field} {config.key!r} looks up {lookup!r} in {config.path}, whose top-level keys are: {top}{hint}"
 
 
 def _claim(trial: ClaimRound) -> list[Problem]:

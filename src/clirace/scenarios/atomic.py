@@ -17,7 +17,7 @@ from ..history import ConfigSampled, KillPoint, KillPointsFound, Sample, WriterK
 from ..spec import Workload
 from ..vocab import EventKind, WorkloadKind
 from ._box import Box, Context, TrialFailed
-from .workloads import read_text
+from .workloads import CONFIG_CAP, read_text
 
 MAX_KILL_POINTS = 8
 KILL_CALLS = f"{observe.WRITE_CALLS},{observe.RENAME_CALLS}"
@@ -45,19 +45,19 @@ def run(ctx: Context) -> None:
         with ctx.box(WriterKilled, f"writer killed at {point.name}", setup=workload.setup) as box:
             assert workload.config is not None
             box.fields.update(point=point, format=workload.config.format, key_path=workload.config.key,
-                              key="cliracekilled", value="after-kill")
+                              query=workload.config.query, key="cliracekilled", value="after-kill")
             path = Path(box.path(workload.config.path))
             box.fields["config_path"] = str(path)
             _seed(box, workload)
-            box.fields["old"] = read_text(path)[0] or ""
-            log = box.sandbox.root / "kill.log"
+            box.fields["old"] = read_text(path, CONFIG_CAP, box.sandbox.root)[0] or ""
+            log = box.sandbox.private / "kill.log"
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
             box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                     i=0, n=1, session_id="s0")
             if observe.killed(log):
                 box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
-            box.fields["after"] = read_text(path)[0]
+            box.fields["after"] = read_text(path, CONFIG_CAP, box.sandbox.root)[0]
             box.fields["kill_log"] = (read_text(log, KILL_LOG_CAP * 64)[0] or "")[-KILL_LOG_CAP:]
 
 
@@ -70,7 +70,7 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         _seed(box, workload)
         path = Path(box.path(workload.config.path))
         box.fields["config_dir"] = str(path.parent)
-        prefix = box.sandbox.root / "trace" / "writer"
+        prefix = box.sandbox.private / "trace" / "writer"
         prefix.parent.mkdir()
         wrap = observe.trace_prefix(prefix, KILL_CALLS)
         inv = box.run("traced-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
@@ -119,7 +119,7 @@ def _sampled(ctx: Context, workload: Workload) -> None:
     with ctx.box(ConfigSampled, "config sampled during parallel writes", setup=workload.setup) as box:
         box.fields["format"] = workload.config.format
         _seed(box, workload)
-        sampler = _Sampler(Path(box.path(workload.config.path)))
+        sampler = _Sampler(Path(box.path(workload.config.path)), box.sandbox.root)
         jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=f"cliraces{i}", value=f"v{i}",
                                       session_id=f"s{i}"), None) for i in range(ctx.parallel)]
         sampler.start()
@@ -134,16 +134,16 @@ def _sampled(ctx: Context, workload: Workload) -> None:
 class _Sampler(threading.Thread):
     """Reads the config file as fast as it can until stopped, keeping each distinct content once."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, root: Path):
         super().__init__(daemon=True)
-        self.path = path
+        self.path, self.root = path, root
         self.samples = self.missing = self.dropped = 0
         self.seen: dict[str, int] = {}
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.is_set():
-            text, _ = read_text(self.path)
+            text, _ = read_text(self.path, CONFIG_CAP, self.root)
             self.samples += 1
             if text is None:  # the file vanished: a reader would find no config at all
                 self.missing += 1

@@ -14,13 +14,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import re
 import signal
 import stat
 import time
 from pathlib import Path
 
-from .. import procfs
+from .. import patterns, procfs, safefs
 from ..history import Invocation
 from ..launch import Running
 from ..spec import Hold as HoldSpec
@@ -28,6 +27,7 @@ from ..vocab import EventKind, HoldMode, LockKind, ReadyKind
 from ._box import Box, TrialFailed
 
 POLL = 0.005
+STATE_CAP = 16 << 20  # the largest state file clirace parks a holder on (it feeds it back through the pipe)
 
 
 class Holder:
@@ -153,20 +153,28 @@ class CommandHold(Holder):
                 self._not_ready("it exited during the ready delay")
             return
         deadline = time.monotonic() + self.box.spec.timeout
-        pattern = re.compile(str(value)) if kind in (ReadyKind.STDOUT, ReadyKind.STDERR) else None
+        pattern = str(value) if kind in (ReadyKind.STDOUT, ReadyKind.STDERR) else None
         path = Path(self.box.path(str(value), ready_file=self.ready_file)) if kind is ReadyKind.FILE else None
         while time.monotonic() < deadline:
             if path is not None and path.exists():
                 return
-            if pattern is not None and pattern.search(self.running.printed_on(kind.value)):
-                return
+            if pattern is not None:
+                try:
+                    if patterns.search(pattern, self.running.printed_on(kind.value), multiline=False):
+                        return
+                except patterns.PatternTimeout as exc:
+                    self._not_ready(f"its readiness regex: {exc}")
             if not self.alive():
                 self._not_ready("it exited before signalling readiness")
             time.sleep(POLL)
         self._not_ready(f"no readiness signal ({kind}: {value}) within {self.box.spec.timeout:g}s")
 
     def _let_go(self, invalid: bool) -> None:
-        self.release_file.touch()
+        root = self.box.sandbox.root  # a link the target planted at the release file is refused, not followed
+        try:
+            safefs.write_new(root, safefs.within(root, self.release_file), b"", parents=True)
+        except (FileExistsError, safefs.Refused):
+            pass  # the hook made it, or a link stands there: the holder then ends by {hold_seconds}
 
 
 class ParkHold(Holder):
@@ -175,29 +183,37 @@ class ParkHold(Holder):
     def __init__(self, box: Box, pty: bool = False):
         super().__init__(box, pty)
         self.path = Path(box.path(self.spec.fifo or ""))
-        self.content = ""
+        self.root = box.sandbox.root
+        self.rel = safefs.within(self.root, self.path)  # the spec loader keeps the FIFO inside the sandbox
+        self.content = b""
         self._fd: int | None = None
         self._fifo_id: tuple[int, int] | None = None
 
     def _take(self) -> None:
         path = self.path
         if self.spec.content is not None:
-            self.content = self.spec.content
+            self.content = self.spec.content.encode()
         else:
-            self.content = path.read_text() if path.is_file() else ""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() or path.is_symlink():
-            path.unlink()
-        os.mkfifo(path, 0o600)
-        st = path.stat()
-        self._fifo_id = (st.st_dev, st.st_ino)
+            found = safefs.read_capped(self.root, self.rel, STATE_CAP)
+            if isinstance(found, safefs.Special):
+                raise TrialFailed(f"cannot park a holder on {path}: {found}, not a regular file")
+            if found is not None and len(found) > STATE_CAP:
+                raise TrialFailed(f"cannot park a holder on {path}: it is larger than {STATE_CAP:,} bytes")
+            self.content = found or b""
+        try:
+            safefs.mkdirs(self.root, os.path.dirname(self.rel) or ".")
+            self._fifo_id = safefs.mkfifo_at(self.root, self.rel, replace=True)
+        except safefs.Refused as exc:
+            raise TrialFailed(f"cannot park a holder on {path}: {exc.special}") from None
         self._spawn(self.spec.command)
         deadline = time.monotonic() + self.box.spec.timeout
         while time.monotonic() < deadline:
             try:
-                self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                self._fd = safefs.open_fifo_writer(self.root, self.rel, self._fifo_id)
                 self._settle(deadline)
                 return  # the holder has the pipe open for reading: it is past its lock and parked
+            except safefs.Refused as exc:
+                self._not_ready(f"{path} was replaced while the holder started ({exc.special})")
             except OSError as exc:
                 if exc.errno != errno.ENXIO:
                     raise
@@ -234,24 +250,25 @@ class ParkHold(Holder):
     def _let_go(self, invalid: bool) -> None:
         self._restore()
         assert self._fd is not None
-        os.write(self._fd, ((self.spec.invalid_content or "") if invalid else self.content).encode())
-        os.close(self._fd)
-        self._fd = None
+        try:  # a state file over 64 KiB takes several writes through a pipe; a reader that stopped is not waited on
+            safefs.write_all(self._fd, (self.spec.invalid_content or "").encode() if invalid else self.content,
+                             timeout=self.box.spec.timeout)
+        except (TimeoutError, BrokenPipeError):
+            pass  # the holder stopped reading (or exited): how it ends is what the trial records
+        finally:
+            os.close(self._fd)
+            self._fd = None
 
     def _restore(self) -> None:
         """Put a regular file with the original content back where the pipe was."""
         if self._fifo_id is None:
             return
-        path = self.path
-        try:
-            st = path.lstat()
-            is_our_fifo = stat.S_ISFIFO(st.st_mode) and (st.st_dev, st.st_ino) == self._fifo_id
-        except FileNotFoundError:
-            is_our_fifo = False
-        if is_our_fifo:
-            tmp = path.with_name(path.name + ".clirace-restore")
-            tmp.write_text(self.content)
-            os.replace(tmp, path)
+        seen = safefs.identity(self.root, self.rel)
+        if seen is not None and stat.S_ISFIFO(seen[2]) and seen[:2] == self._fifo_id:
+            try:  # a fresh temp name in the same directory, renamed over the pipe: never through a planted link
+                safefs.replace_atomically(self.root, self.rel, self.content)
+            except (safefs.Refused, OSError):
+                pass  # the directory itself was replaced by a link meanwhile: leave it as the target made it
         if self._fd is not None and self.invocation is not None:
             os.close(self._fd)
             self._fd = None
@@ -264,23 +281,27 @@ class TakeHold(Holder):
     def __init__(self, box: Box, pty: bool = False):
         super().__init__(box, pty)
         self.path = Path(box.path(self.spec.path or ""))
+        self.root = box.sandbox.root
+        self.rel = safefs.within(self.root, self.path)  # the spec loader keeps the lock inside the sandbox
         self._fd: int | None = None
-        self._lock_file: Path | None = None
+        self._lock_file: str | None = None
 
     def _take(self) -> None:
         path = self.path
-        path.parent.mkdir(parents=True, exist_ok=True)
         if self.spec.kind is LockKind.EXCLUSIVE_CREATE:
             content = self.box.path(self.spec.content or "", pid=os.getpid(), now=int(time.time()))
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                safefs.write_new(self.root, self.rel, content.encode(), parents=True)
             except FileExistsError:
                 raise TrialFailed(f"clirace could not take the lock: {path} already exists after setup") from None
-            os.write(fd, content.encode())
-            os.close(fd)
-            self._lock_file = path
+            except safefs.Refused as exc:
+                raise TrialFailed(f"clirace could not take the lock at {path}: {exc.special}") from None
+            self._lock_file = self.rel
             return
-        self._fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            self._fd = safefs.open_at(self.root, self.rel, os.O_CREAT | os.O_RDWR, 0o644, parents=True)
+        except safefs.Refused as exc:
+            raise TrialFailed(f"clirace could not take the lock at {path}: {exc.special}") from None
         try:
             if self.spec.kind is LockKind.FLOCK:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -297,7 +318,7 @@ class TakeHold(Holder):
 
     def _restore(self) -> None:
         if self._lock_file is not None:
-            self._lock_file.unlink(missing_ok=True)
+            safefs.unlink_at(self.root, self._lock_file)
             self._lock_file = None
         if self._fd is not None:
             os.close(self._fd)

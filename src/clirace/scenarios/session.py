@@ -25,7 +25,7 @@ def run(ctx: Context) -> None:
         name = "with session ids" if with_ids else "without session ids"
         ctx.say(f"session: {ctx.parallel} parallel runs {name}")
         with ctx.box(SessionRun, name) as box:
-            trace_dir = box.sandbox.root / "trace"
+            trace_dir = box.sandbox.private / "trace"
             trace_dir.mkdir()
             # Traced and amplified like a workload round: the trace shows the temp paths, the delays make any
             # clobbering of outputs likely to show as well.

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .. import observe
+from .. import configfile, observe, safefs
 from ..history import (ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous,
                        WorkloadRound)
 from ..rendezvous import OVERALL, commit_point_prefix
@@ -21,11 +21,12 @@ from ..rendezvous import Rendezvous as RendezvousRun
 from ..stopper import NotAvailable, require
 from ..spec import Workload
 from ..vocab import Outcome, WorkloadKind
-from ._box import Box, Context
+from ._box import Box, Context, TrialFailed
 from .aim import Aim, aim
 
 DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python start-up spread on 2 cores
-READ_CAP = 256 * 1024  # bytes of a target-written file kept in the history
+READ_CAP = 256 * 1024  # bytes of a target-written output kept in the history
+CONFIG_CAP = configfile.MAX_BYTES  # a config up to the size the checks judge, so that a larger one says so
 
 
 def run(ctx: Context) -> None:
@@ -68,7 +69,7 @@ class Parallel:
 
     def __init__(self, box: Box, amplified: bool, meet: Aim | None = None):
         self.box, self.amplified, self.meet = box, amplified, meet
-        self.trace_dir = box.sandbox.root / "trace"
+        self.trace_dir = box.sandbox.private / "trace"
 
     def wrap(self, label: str) -> list[str]:
         if self.meet is not None:
@@ -152,8 +153,8 @@ def _keys(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) 
 def snapshot(box: Box, workload: Workload) -> ConfigSnapshot:
     assert workload.config is not None
     path = Path(box.path(workload.config.path))
-    text, why = read_text(path)
-    return ConfigSnapshot(str(path), workload.config.format, workload.config.key, text, why)
+    text, why = read_text(path, CONFIG_CAP, box.sandbox.root)
+    return ConfigSnapshot(str(path), workload.config.format, workload.config.key, text, why, workload.config.query)
 
 
 def _claim(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
@@ -185,20 +186,39 @@ def run_outputs(ctx: Context, box: Box, command: Any, prefix: str, session_flag:
         label = f"{prefix}-{i}"
         inp, out = io / f"{prefix}-input-{i}.txt", io / f"{prefix}-output-{i}"
         marker = f"clirace-input-{i}-{token}"
-        inp.write_text(marker)
+        try:  # never through a link the target planted at io/ or at the input's name
+            safefs.write_new(box.sandbox.root, safefs.within(box.sandbox.root, inp), marker.encode(), parents=True)
+        except (safefs.Refused, FileExistsError) as exc:
+            raise TrialFailed(f"cannot write the input file {inp}: {getattr(exc, 'special', exc)}") from None
         sid = session_ids[i] if session_ids else f"s{i}"
         argv = box.argv(command, prefix=session_flag or (), i=i, n=ctx.parallel, input=inp, output=out, session_id=sid)
         jobs.append((label, argv, {session_env: sid} if session_env else None, wrap(label) if wrap else ()))
         runs[label] = OutputRun(marker=marker, output=str(out), session_id=sid)
     (run or box.together)(jobs)
-    return {label: OutputRun(r.marker, r.output, r.session_id, read_text(Path(r.output))[0]) for label, r in runs.items()}
+    root = box.sandbox.root
+    return {label: OutputRun(r.marker, r.output, r.session_id, read_text(Path(r.output), root=root)[0])
+            for label, r in runs.items()}
 
 
-def read_text(path: Path, limit: int = READ_CAP) -> tuple[str | None, str]:
+def read_text(path: Path, limit: int = READ_CAP, root: Path | None = None) -> tuple[str | None, str]:
     """(the file's text, "") or (None, why there is none): a missing file, or not a regular file.
 
-    Opened without blocking and read only if it is a regular file, at most `limit` bytes: a target may have
-    put a named pipe or a link to /dev/zero where its config was, and judging must not hang on it."""
+    Inside the sandbox `root` the path is walked with O_NOFOLLOW from the sandbox's fd (safefs), so a link
+    the target planted is reported, never followed; a named pipe or device is reported, never read; at
+    most `limit` + 1 bytes are read (more than `limit` means: too large to judge). A path outside the
+    sandbox (the spec allowed it) is opened without blocking and read only if it is a regular file."""
+    if root is not None:
+        try:
+            rel = safefs.within(root, path)
+        except ValueError:
+            rel = None
+        if rel is not None:
+            found = safefs.read_capped(root, rel, limit)
+            if found is None:
+                return None, "missing"
+            if isinstance(found, safefs.Special):
+                return None, f"not a regular file ({found})"
+            return found.decode("utf-8", errors="replace"), ""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -206,11 +226,10 @@ def read_text(path: Path, limit: int = READ_CAP) -> tuple[str | None, str]:
     except OSError as exc:
         return None, exc.strerror or str(exc)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None, "not a regular file (a named pipe, device or directory)"
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit).decode("utf-8", errors="replace"), ""
+            return handle.read(limit + 1).decode("utf-8", errors="replace"), ""
     except OSError as exc:
         return None, exc.strerror or str(exc)
     finally:
