@@ -19,7 +19,7 @@ from .checks import reference
 from .checks._observed import observed_lines
 from .errors import SpecError
 from .findings import NOT_TESTED, Finding, Verdict
-from .history import Environment, History, RunOptions
+from .history import Environment, History, NotRun, RunOptions
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, Context
@@ -93,12 +93,18 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)
     ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, keep=options.keep, strace=usable,
                   strace_note=why, progress=progress, only=options.only, trials=history.trials)
-    wanted = registry.scenarios_for(options.only)
+    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     started = time.monotonic()
     try:
         for name, scenario in SCENARIOS.items():
             if name in wanted:
-                scenario(ctx)
+                try:
+                    scenario(ctx)
+                except Exception as exc:  # noqa: BLE001 - outside any trial (each trial guards itself): the
+                    # experiment cannot decide, and the others still run
+                    history.trials.append(NotRun(name=name, experiment=name, error=(
+                        f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
+                        "bug in clirace, please report it")))
             if name == registry.REFERENCE:
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:

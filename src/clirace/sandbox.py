@@ -31,7 +31,7 @@ class Sandbox:
             _leftovers.watch_run(Path(root).parent)  # a run's first sandbox: its leftovers must not outlive a killed clirace
         # clirace's own traces and logs: beside the sandbox, not in it, under a name the target cannot know
         # in advance, so a link it planted in its sandbox never redirects what strace writes.
-        self.private = Path(tempfile.mkdtemp(prefix=f"{Path(root).name}-clirace-", dir=Path(root).parent))
+        self.private = Path(tempfile.mkdtemp(prefix=f".{Path(root).name}-clirace-", dir=Path(root).parent))
         for rel in _LAYOUT.values():
             (root / rel).mkdir(parents=True, exist_ok=True)
         (root / "io").mkdir(exist_ok=True)

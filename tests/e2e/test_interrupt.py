@@ -1,9 +1,10 @@
 """Stopping a running `clirace check`: a real Ctrl-C on its terminal, or SIGTERM.
 
-The target (fixtures/hostile/slow.yaml) keeps four increments running for 60 s, each with a setsid() child,
-and ignores SIGTERM. Each test waits until the run is provably mid-flight (the progress line says 'round' and
-all eight processes are alive), then stops it and checks: every child ended, the sandboxes removed (or kept
-and named, with --keep), a partial result printed, exit 130 (SIGINT) or 143 (SIGTERM), within seconds.
+The target (fixtures/hostile/slow.yaml) has increments that run for 60 s, each with a setsid() child, and
+ignore SIGTERM. The first one runs alone, in the reference run that comes before any parallel round. Each test
+waits until the run is provably mid-flight (the progress line says 'reference run' and the increment and its
+child are alive), then stops it and checks: every child ended, the sandboxes removed (or kept and named, with
+--keep), a partial result printed, exit 130 (SIGINT) or 143 (SIGTERM), within seconds.
 """
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ from ..conftest import FIXTURES, ROOT
 from ..procs import wait_for
 
 SLOW = FIXTURES / "hostile" / "slow.yaml"
-ALIVE = 8  # 4 increments + the setsid() child of each
+ALIVE = 2  # the reference run's first increment + its setsid() child
 STOP_WITHIN = 10.0  # seconds from the signal to clirace's exit: one grace period plus the sweeps, with room
 
 
 def mid_flight(scope):
-    """Wait until the four increments and their four escaped children are all running."""
+    """Wait until the increment and its escaped child are both running."""
     wait_for(lambda: sum("slow.py incr" in p.cmdline for p in scope.processes()) >= ALIVE, 20,
-             f"{ALIVE} target processes of the parallel round")
+             f"{ALIVE} target processes of the reference run")
 
 
 def spawn(scope, *args):
@@ -49,7 +50,7 @@ def finish(child) -> tuple[str, float]:
 @pytest.mark.timeout(60)
 def test_ctrl_c_ends_children_removes_sandboxes_and_prints_a_partial_result(no_leftovers):
     child = spawn(no_leftovers)
-    child.expect(r"round 1/1")  # the live progress line: the parallel round has started
+    child.expect(r"reference run")  # the live progress line: the parallel round has started
     mid_flight(no_leftovers)
     child.sendintr()
     printed, took = finish(child)
@@ -66,7 +67,7 @@ def test_ctrl_c_ends_children_removes_sandboxes_and_prints_a_partial_result(no_l
 @pytest.mark.timeout(60)
 def test_second_ctrl_c_does_not_cut_the_cleanup_short(no_leftovers):
     child = spawn(no_leftovers)
-    child.expect(r"round 1/1")
+    child.expect(r"reference run")
     mid_flight(no_leftovers)
     child.sendintr()
     # The increments ignore SIGTERM and note it: once one has, clirace is in its grace period before SIGKILL.
@@ -85,7 +86,7 @@ def test_second_ctrl_c_does_not_cut_the_cleanup_short(no_leftovers):
 @pytest.mark.timeout(60)
 def test_ctrl_c_with_keep_keeps_the_sandboxes_and_says_where(no_leftovers):
     child = spawn(no_leftovers, "--keep")
-    child.expect(r"round 1/1")
+    child.expect(r"reference run")
     mid_flight(no_leftovers)
     child.sendintr()
     printed, took = finish(child)
@@ -94,7 +95,7 @@ def test_ctrl_c_with_keep_keeps_the_sandboxes_and_says_where(no_leftovers):
     assert found, printed
     kept = found.group(1)
     assert os.path.dirname(kept) == str(no_leftovers.tmpdir), kept
-    (sandbox,) = os.listdir(kept)
+    (sandbox,) = [name for name in os.listdir(kept) if not name.startswith(".")]  # .*: clirace's own traces
     assert sandbox.startswith("counter-") and os.path.isdir(os.path.join(kept, sandbox, "home")), sandbox
     assert no_leftovers.leftovers() == []  # kept sandboxes, but no process
 
@@ -107,7 +108,7 @@ def test_sigterm_ends_children_removes_sandboxes_and_prints_a_partial_result(no_
         proc = subprocess.Popen([sys.executable, "-m", "clirace", "check", str(SLOW), "--format", "json"],
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=no_leftovers.env(), cwd=ROOT)
     try:
-        wait_for(lambda: "round 1/1" in err_path.read_text(), 20, "the progress line of the parallel round")
+        wait_for(lambda: "reference run" in err_path.read_text(), 20, "the progress line of the reference run")
         mid_flight(no_leftovers)
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()

@@ -40,6 +40,8 @@ def not_run_verdict(check_id: str, history: History, experiment: str) -> Verdict
     skipped = history.not_run(experiment)
     if skipped is None:
         return None
+    if skipped.error:
+        return Verdict(check_id, UNKNOWN, f"could not decide: {skipped.error}")
     return Verdict(check_id, NOT_TESTED, skipped.why, hint=skipped.hint)
 
 

@@ -60,7 +60,12 @@ def undecided(history: History, workload: str) -> str | None:
 
 
 def undecided_kind(history: History, kind: type[WorkloadRound]) -> str | None:
-    """Why a workload of this kind cannot be decided from its reference runs, if one cannot."""
+    """Why a workload of this kind cannot be decided from its reference runs (or because the reference or
+    workload experiment failed outside any trial), if one cannot."""
+    for experiment in ("reference", "workloads"):
+        failed = history.not_run(experiment)
+        if failed is not None and failed.error:
+            return failed.error
     names = dict.fromkeys(t.workload for t in history.of(kind))
     return next((reason for name in names if (reason := undecided(history, name))), None)
 
