@@ -324,6 +324,7 @@ class NotRun(Trial):
     experiment: str = ""
     why: str = ""
     hint: str = ""
+    declared: str = ""  # what the spec says instead of a way to run it ("no-session-id", "never-waits")
 
 
 RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (

@@ -93,6 +93,10 @@ def _problems(error: dict) -> list[tuple[str, dict]]:
             problems.append(("CR205", {"value": json.dumps(error.get("retry_after_ms"))}))
         elif issue.validator == "required" and "code" in issue.message:
             problems.append(("CR206", {"code": None}))
+    if any(code == "CR206" for code, _ in problems):
+        # Not a LOCK_HELD error at all: what its other fields lack is beside the point, and saying "no
+        # retry_after_ms" would send the maintainer to fix the wrong thing.
+        return [(code, args) for code, args in problems if code == "CR206"][:1]
     return problems
 
 

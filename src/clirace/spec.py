@@ -79,10 +79,12 @@ class Lock:
     wait_option: Argv | None = None
     wait: float = DEFAULT_WAIT
     prompt: float = DEFAULT_PROMPT
+    never_waits: bool = False  # fails fast: its prompt LOCK_HELD is its lock timeout (of 0)
 
 
 @dataclass(frozen=True)
 class Session:
+    none: bool = False  # the tool has no session id (session-isolation then fails, with that reason)
     flag: Argv | None = None
     env: str | None = None
     run: Argv | None = None
@@ -269,11 +271,13 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         lock = Lock(contender=argv(raw["contender"], "lock", "contender"), hold=hold,
                     error_command=argv(raw["error_command"], "lock", "error_command") if "error_command" in raw else None,
                     wait_option=argv(raw["wait_option"], "lock", "wait_option") if "wait_option" in raw else None,
-                    wait=duration(raw.get("wait", DEFAULT_WAIT)), prompt=duration(raw.get("prompt", DEFAULT_PROMPT)))
+                    wait=duration(raw.get("wait", DEFAULT_WAIT)), prompt=duration(raw.get("prompt", DEFAULT_PROMPT)),
+                    never_waits=bool(raw.get("never_waits", False)))
     session = None
     if "session" in data:
         s = data["session"]
-        session = Session(flag=argv(s["flag"], "session", "flag") if "flag" in s else None, env=s.get("env"),
+        session = Session(none=bool(s.get("none", False)),
+                          flag=argv(s["flag"], "session", "flag") if "flag" in s else None, env=s.get("env"),
                           run=argv(s["run"], "session", "run") if "run" in s else None,
                           temp_dirs=tuple(s.get("temp_dirs", Session.temp_dirs)))
     return Spec(
@@ -297,6 +301,12 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
             raise SpecError(f"{dotted(where)} is {found}; expected a duration of at most {MAX_DURATION:g}s.",
                             where=located.where(where),
                             hint="clirace waits this long for a stuck target; keep it to seconds.")
+    for index, w in enumerate(raw.get("workloads", [])):
+        if isinstance(w, dict) and w.get("kind") == "keys" and "read" in w and "config" in w:
+            raise SpecError(f"workloads[{index}] (keys) gives both 'read' and 'config'; expected one: 'config' (the "
+                            "file is parsed, each key looked up with config.key or config.query) or 'read' (a command "
+                            "printing the key's value).", where=located.where_key(("workloads", index, "read")),
+                            hint="With both, it would be unclear which one decides whether a key was lost.")
     static = {"spec_dir": spec.spec_dir, "python": sys.executable}
     command_at = located.where(("tool", "command"))
     if not spec.command or not spec.command[0]:
@@ -326,7 +336,13 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
         raise SpecError(f"tool.cwd is {spec.cwd!r}, which {found}; expected an existing directory.",
                         where=located.where(("tool", "cwd")),
                         hint="Leave tool.cwd out to run in the trial's sandbox ({sandbox}), or use {home}.")
-    if spec.session and spec.session.run is None and spec.workload("output") is None:
+    if spec.session and spec.session.none and (spec.session.flag or spec.session.env or spec.session.run):
+        raise SpecError("session says none (the tool has no session id) and also how to pass one; expected one of "
+                        "the two.", where=located.where_key(("session",)))
+    if spec.lock and spec.lock.never_waits and spec.lock.wait_option:
+        raise SpecError("lock gives both never_waits and wait_option; expected one: a tool that never waits has no "
+                        "option to set its wait.", where=located.where_key(("lock", "never_waits")))
+    if spec.session and not spec.session.none and spec.session.run is None and spec.workload("output") is None:
         raise SpecError("session has no 'run' (the command whose temp files are watched); expected one, since the "
                         "spec has no output workload to borrow it from.", where=located.where_key(("session",)))
     if spec.session and spec.session.flag and not any("{session_id}" in a for a in spec.session.flag):

@@ -52,9 +52,13 @@ def coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
         out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
         out["lock-released-on-exit"] = _lock_release(spec)
         out["lock-wait-timeout"] = ((FULL, f"lock.wait_option {' '.join(spec.lock.wait_option)}, wait "
-                                           f"{spec.lock.wait:g}s") if spec.lock.wait_option else (NONE, ""))
+                                           f"{spec.lock.wait:g}s") if spec.lock.wait_option else
+                                    (FULL, "lock.never_waits: the contender's prompt answer is its lock timeout")
+                                    if spec.lock.never_waits else (NONE, ""))
     session = spec.session
-    if session and (session.flag or session.env):
+    if session and session.none:
+        out["session-isolation"] = (PARTIAL, "session.none: the tool has no session id, so this criterion fails")
+    elif session and (session.flag or session.env):
         how = f"session.{'flag' if session.flag else 'env'}, temp files of " + (
             "session.run" if session.run else "the output workload")
         out["session-isolation"] = (FULL, how) if usable else (NONE, f"needs strace: {why}")

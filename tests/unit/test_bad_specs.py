@@ -105,6 +105,7 @@ CASES = [
     ("tag_timestamp_not_a_date.yaml", 5, "found 'yesterday' tagged !!timestamp"),
     ("integer_4400_digits.yaml", 4, "a number of 4,400 characters; expected a number of at most 18 digits"),
     ("argument_nul.yaml", 6, "workloads[0].run[1] holds a NUL character"),
+    ("keys_read_and_config.yaml", 7, "gives both 'read' and 'config'"),
     ("argument_lone_surrogate.yaml", 6, "workloads[0].run[1] holds the lone surrogate \\ud800"),
     ("env_value_too_large.yaml", 5, "tool.env.BIG is 200,000 bytes long; expected at most 100,000 bytes"),
     ("env_path_nonexistent.yaml", 5, "the program 'sh', which is not on the PATH that tool.env sets ('/nonexistent')"),

@@ -186,3 +186,21 @@ def test_retry_hint_that_gets_through_passes():
     t = conflict(inv("contender", 4, stdout=ENVELOPE), retries=[inv("retry-1", 0)])
     v = lock_structured.check(history(t))
     assert v.status == "pass" and "got through on try 1" in v.summary
+
+
+def test_a_json_error_with_the_wrong_code_is_reported_as_the_wrong_code_only():
+    v = lock_structured.check(history(conflict(inv("contender", 1, stdout='{"code": "BUSY"}'))))
+    assert [f.code for f in v.findings] == ["CR206"], v.findings
+
+
+def test_a_lock_wait_error_whose_retry_after_ms_is_a_string_says_so():
+    v = lock_wait.check(history(waited(4, 1050, stdout='{"code": "LOCK_HELD", "retry_after_ms": "250"}')))
+    assert [f.code for f in v.findings] == ["CR402"] and "retry_after_ms" in v.findings[0].args["printed"]
+
+
+def test_a_tool_that_never_waits_is_judged_on_its_prompt_answer():
+    declared = NotRun(experiment="lock-wait", why="never waits", declared="never-waits")
+    v = lock_wait.check(history(conflict(inv("contender", 4, stdout=ENVELOPE)), declared))
+    assert v.status == "pass" and "never waits" in v.summary
+    v = lock_wait.check(history(conflict(inv("contender", 1, stderr="busy")), declared))
+    assert [f.code for f in v.findings] == ["CR402"]

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from clirace.history import NotRun
 from clirace.registry import EXPERIMENTS, SCENARIO_OF, resolve
 from clirace.rubric import load_section, rules
 from clirace.scenarios import SCENARIOS
@@ -53,6 +54,9 @@ EXAMPLES = {
     "CR402": lambda: history(lock.waited(1, 1050, stdout="timed out")),
     "CR403": lambda: history(lock.waited(4, 30)),
     "CR404": lambda: history(lock.waited(4, 2500)),
+    "CR405": lambda: history(lock.conflict(inv("contender", 0), while_held="waiting"),
+                             NotRun(experiment="lock-wait", why="never waits", declared="never-waits")),
+    "CR504": lambda: history(NotRun(experiment="session", why="no session id", declared="no-session-id")),
     "CR501": lambda: history(sa.session_trial(True, {"run-0": ["/sb/tmp/t/x/r"]}), sa.session_trial(False, {"run-0": []})),
     "CR502": lambda: history(sa.session_trial(True, {"run-0": []}),
                              sa.session_trial(False, {"run-0": ["/sb/tmp/r"], "run-1": ["/sb/tmp/r"]})),
@@ -91,3 +95,21 @@ def test_every_code_of_every_experiment_has_an_example():
 def test_every_code_is_reachable_from_its_own_check(check_id, code):
     verdict = EXPERIMENTS[check_id].judge(EXAMPLES[code]())
     assert code in [f.code for f in verdict.findings], verdict
+
+
+def test_scenarios_record_and_checks_judge():
+    """The layering of issue 8: scenarios never import the judging modules, checks never read the spec."""
+    import re
+    from pathlib import Path
+
+    from clirace import configfile
+    from clirace.scenarios import workloads
+    src = Path(__file__).resolve().parents[2] / "src" / "clirace"
+    for module in (src / "scenarios").glob("*.py"):
+        imports = re.findall(r"^from \.\.(\w+) import|^from \.\. import (.+)$", module.read_text(), re.M)
+        names = {n.strip() for pair in imports for part in pair for n in part.split(",") if n.strip()}
+        assert not names & {"lockerror", "configfile", "rubric", "findings", "checks"}, (module.name, names)
+    for module in (src / "checks").glob("*.py"):
+        assert "history.spec" not in module.read_text() and "from ..spec" not in module.read_text(), module.name
+    assert not re.search(r"facts\[", "".join(p.read_text() for p in src.rglob("*.py")))
+    assert workloads.CONFIG_CAP == configfile.MAX_BYTES

@@ -2,15 +2,42 @@
 with the structured LOCK_HELD error, having really waited."""
 from __future__ import annotations
 
-from ..findings import FAIL, PASS, UNKNOWN, Verdict
+from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, LockWait
 from ..lockerror import find_error
-from ._common import finding, holder_gone, not_run_verdict
+from ._common import conflict_trial, contender_state, finding, holder_gone, not_run_verdict
 
 ID = "lock-wait-timeout"
 
 
+def _never_waits(history: History) -> Verdict:
+    """A tool that fails fast: the contender's prompt answer while the lock was held is its lock timeout."""
+    trial, undecided = conflict_trial(history, ID)
+    if trial is None:
+        assert undecided is not None
+        return undecided
+    contender = trial.invocation("contender")
+    assert contender is not None
+    labels = ["holder", "contender"]
+    if contender_state(trial) != "exited" or contender.ok:
+        f = finding("CR405", trial, labels, "a prompt, structured LOCK_HELD error", contender.ending(),
+                    outcome=contender.ending())
+        return Verdict(ID, FAIL, f.message(), [f])
+    printed = find_error(contender.stdout, contender.stderr)
+    if not printed.structured or not printed.says_lock_held:
+        f = finding("CR402", trial, labels, "a structured LOCK_HELD error", contender.printed(120),
+                    option="no wait (never_waits)", elapsed_ms=int(contender.duration * 1000),
+                    outcome=contender.ending(), printed=contender.printed(120))
+        return Verdict(ID, FAIL, f.message(), [f])
+    assert printed.error is not None
+    return Verdict(ID, PASS, f"the tool never waits (the spec says so): its contender answered after "
+                   f"{contender.duration * 1000:.0f} ms with LOCK_HELD, retry_after_ms={printed.error['retry_after_ms']}")
+
+
 def check(history: History) -> Verdict:
+    declared = history.not_run("lock-wait")
+    if declared is not None and declared.declared == "never-waits":
+        return _never_waits(history)
     trials = history.of(LockWait)
     if not trials:
         return not_run_verdict(ID, history, "lock-wait") or Verdict(
@@ -41,8 +68,12 @@ def check(history: History) -> Verdict:
         return Verdict(ID, FAIL, found.message(), [found])
     printed = find_error(inv.stdout, inv.stderr)
     if not printed.structured or not printed.says_lock_held:
-        found = finding("CR402", trial, labels, "a structured LOCK_HELD error", inv.printed(120),
-                        outcome=inv.ending(), printed=inv.printed(120), **common)
+        shown = inv.printed(120)
+        if printed.error is not None and printed.problems:  # JSON, but not a valid LOCK_HELD: say what is wrong
+            code, args = printed.problems[0]
+            shown = f"{Finding(code, args).message()} ({shown})"
+        found = finding("CR402", trial, labels, "a structured LOCK_HELD error", shown,
+                        outcome=inv.ending(), printed=shown, **common)
         return Verdict(ID, FAIL, found.message(), [found])
     if elapsed_ms < trial.wait_ms * 0.5:
         found = finding("CR403", trial, labels, f"about {trial.wait_ms} ms", f"{elapsed_ms} ms", **common)

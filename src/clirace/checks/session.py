@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
+from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
 from ..history import History, SessionRun
 from ._common import Undecided, finding, not_run_verdict
 from ._observed import written_paths
@@ -26,6 +26,11 @@ def _under(path: str, directory: str) -> bool:
 
 def check(history: History) -> Verdict:
     trials = history.of(SessionRun)
+    declared = history.not_run("session")
+    if declared is not None and declared.declared == "no-session-id":
+        f = Finding("CR504", {}, Evidence(trial="session: not run", expected="a session id that namespaces temp paths",
+                                           found="the spec says the tool has none"))
+        return Verdict(ID, FAIL, f.message(), [f])
     if not trials:
         return not_run_verdict(ID, history, "session") or Verdict(ID, UNKNOWN, "the session experiment left no record")
     errored = next((t for t in trials if t.error), None)
@@ -62,7 +67,9 @@ def check(history: History) -> Verdict:
         return Verdict(ID, FAIL, findings[0].message() + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
                        findings)
     if not all(t.traced for t in trials):
+        note = history.environment.strace_note or "strace unavailable"
         return Verdict(ID, NOT_TESTED, "outputs were not clobbered, but which temp files each run wrote could not "
-                       f"be observed: {history.environment.strace_note or 'strace unavailable'}",
-                       hint="Install strace (apt-get install strace) and allow ptrace to test temp paths.")
+                       f"be observed: {note}",
+                       hint="Run without --no-strace to test temp paths." if "--no-strace" in note else
+                       "Install strace (apt-get install strace) and allow ptrace to test temp paths.")
     return Verdict(ID, PASS, "; ".join(notes) + ", each under its own session id or distinct per run")

@@ -55,8 +55,8 @@ class Context:
         if self.progress:
             self.progress(text)
 
-    def not_run(self, experiment: str, why: str, hint: str = "") -> None:
-        self.trials.append(NotRun(name=experiment, experiment=experiment, why=why, hint=hint))
+    def not_run(self, experiment: str, why: str, hint: str = "", declared: str = "") -> None:
+        self.trials.append(NotRun(name=experiment, experiment=experiment, why=why, hint=hint, declared=declared))
 
     @contextmanager
     def box(self, record: type[Trial], name: str, round_: int = 0, setup: Any = None) -> Iterator[Box]:

@@ -38,6 +38,7 @@ def run(ctx: Context) -> None:
     _sampled(ctx, workload)
     if not ctx.strace:
         ctx.not_run("atomic-config/kill", f"the writer could not be killed mid-write: {ctx.strace_note}",
+                    "Run without --no-strace to test kills mid-write." if "--no-strace" in ctx.strace_note else
                     "Install strace (apt-get install strace) and allow ptrace to test kills mid-write.")
         return
     for point in _kill_points(ctx, workload):

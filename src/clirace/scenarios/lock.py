@@ -84,6 +84,10 @@ def _follow_hint(box: Box, hold: Holder, printed: str) -> None:
 
 def wait(ctx: Context) -> None:
     lock = ctx.spec.lock
+    if lock is not None and lock.never_waits:
+        ctx.not_run("lock-wait", "the spec says the tool never waits for a held lock: its prompt answer in the "
+                    "lock-conflict experiment is its lock timeout (of 0)", declared="never-waits")
+        return
     if lock is None or lock.wait_option is None:
         ctx.not_run("lock-wait", "the spec names no lock-wait option",
                     'Add lock.wait_option, e.g. ["--lock-timeout", "{timeout_ms}"].')

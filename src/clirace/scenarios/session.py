@@ -19,6 +19,9 @@ def run(ctx: Context) -> None:
         ctx.not_run("session", "the spec does not say how to pass a session id",
                     'Add session.flag (e.g. ["--session-id", "{session_id}"]) or session.env.')
         return
+    if session.none:
+        ctx.not_run("session", "the spec says the tool has no session id", declared="no-session-id")
+        return
     output = ctx.spec.workload("output")
     command = session.run or (output.run if output else ())
     for with_ids in (True, False):
