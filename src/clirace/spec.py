@@ -69,6 +69,7 @@ class Hold:
     invalid_content: str | None = None
     path: str | None = None
     kind: LockKind | None = None
+    env: tuple[tuple[str, str], ...] = ()  # extra environment of the hold command (a hook driven by a variable)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def _allowed_names(path: tuple) -> frozenset[str] | None:
     if head == "lock":
         sub = path[1]
         if sub == "hold":
-            return base | {"ready_file", "release_file", "hold_seconds", "pid", "now"}
+            return base | {"ready_file", "release_file", "hold_seconds", "hold_ms", "pid", "now"}
         if sub == "wait_option":
             return base | {"timeout_ms", "timeout_s"}
         if sub in ("contender", "error_command"):
@@ -260,7 +261,8 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         if "command" in h:
             kind, value = next(iter(h.get("ready", {"delay": 0.3}).items()))
             ready = (ReadyKind(kind), duration(value) if kind == "delay" else value)
-            hold = Hold(HoldMode.COMMAND, command=argv(h["command"], "lock", "hold", "command"), ready=ready)
+            hold = Hold(HoldMode.COMMAND, command=argv(h["command"], "lock", "hold", "command"), ready=ready,
+                        env=tuple((str(k), str(v)) for k, v in (h.get("env") or {}).items()))
         elif "park" in h:
             p = h["park"]
             hold = Hold(HoldMode.PARK, command=argv(p["command"], "lock", "hold", "park", "command"), fifo=p["fifo"],
@@ -356,9 +358,10 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
                         where=located.where(("lock", "wait_option")),
                         hint='Write it like ["--lock-timeout", "{timeout_ms}"].')
     if spec.lock and spec.lock.hold.how == "command":
-        argv = " ".join(spec.lock.hold.command)
-        if not any(p in argv for p in ("{release_file}", "{hold_seconds}")):
-            raise SpecError("lock.hold.command uses neither {release_file} nor {hold_seconds}; expected one: "
+        argv = " ".join([*spec.lock.hold.command, *(value for _, value in spec.lock.hold.env)])
+        if not any(p in argv for p in ("{release_file}", "{hold_seconds}", "{hold_ms}")):
+            raise SpecError("lock.hold.command uses neither {release_file} nor {hold_seconds} (nor {hold_ms} in "
+                            "lock.hold.env); expected one: "
                             "{release_file} (clirace creates it to let the holder finish) or {hold_seconds} (how "
                             "long to hold).", where=located.where(("lock", "hold", "command")))
 

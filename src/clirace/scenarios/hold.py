@@ -139,12 +139,15 @@ class CommandHold(Holder):
 
     def release_wait(self) -> float:
         # A hook that only knows {hold_seconds} ends by itself then: its release may take that long.
-        uses_release_file = any("{release_file}" in arg for arg in self.spec.command or ())
+        uses_release_file = any("{release_file}" in arg for arg in (*(self.spec.command or ()),
+                                                                     *(value for _, value in self.spec.env)))
         return self.box.spec.timeout + (0 if uses_release_file else self.hold_seconds())
 
     def _take(self) -> None:
-        self._spawn(self.spec.command, ready_file=self.ready_file, release_file=self.release_file,
-                    hold_seconds=f"{self.hold_seconds():g}")
+        values = dict(ready_file=self.ready_file, release_file=self.release_file,
+                      hold_seconds=f"{self.hold_seconds():g}", hold_ms=f"{int(self.hold_seconds() * 1000)}")
+        env = {name: self.box.path(value, **values) for name, value in self.spec.env}
+        self.running = self.box.start("holder", self.spec.command, pty=self.pty, extra_env=env or None, **values)
         assert self.spec.ready is not None and self.running is not None
         kind, value = self.spec.ready
         if kind is ReadyKind.DELAY:
