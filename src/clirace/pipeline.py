@@ -18,7 +18,7 @@ from . import __version__, observe, registry
 from .checks import reference
 from .checks._observed import observed_lines
 from .errors import SpecError
-from .findings import NOT_TESTED, Finding, Verdict
+from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Environment, History, NotRun, RunOptions
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
@@ -70,6 +70,14 @@ class Result:
     def observed(self) -> list[str]:
         """How the tool was seen to lock and write, from every traced round (empty without strace)."""
         return self.observed_lines
+
+    def missing_evidence(self) -> list[dict[str, str]]:
+        """The criteria the score stops at for want of evidence (not tested or undecided, not failed): which,
+        why, and the spec change that decides each. Reports lead with these, so a score never rests silently
+        on evidence that was not gathered."""
+        return [{"criterion": c.id, "status": "undecided" if c.status == UNKNOWN else "not tested",
+                 "why": c.evidence, "to_decide": c.to_test}
+                for c in self.score.blocked_by if c.status != FAIL]
 
     def findings(self) -> list[Finding]:
         return [f for v in self.verdicts.values() for f in v.findings]

@@ -22,6 +22,7 @@ def as_dict(result) -> dict:
         "decided_by": result.score.line,
         "blocked_by": [c.id for c in result.score.blocked_by],
         "corruption": result.score.corruption,
+        "missing_evidence": result.missing_evidence(),
         "seed": result.seed,
         "replay": result.replay(),
         "spec": result.spec_path,

@@ -108,6 +108,13 @@ def to_markdown(result, limit: int = LIMIT) -> str:
         head += [f"Not higher because: {blocked}.", ""]
     if result.score.corruption:
         head += ["**Silent corruption was found, which holds the score at 0.**", ""]
+    missing = result.missing_evidence()
+    if missing:
+        head += ["**Not decided, so not counted for the tool (each says why, and what would decide it):**", ""]
+        head += [f"- `{m['criterion']}` {m['status']}: {code(m['why'], spec_dir, limit=CELL)}"
+                 + (f"; to decide it: {code(m['to_decide'], spec_dir, limit=CELL)}" if m["to_decide"] else "")
+                 for m in missing]
+        head += [""]
     head += ["| level | criterion | status | evidence |", "|---|---|---|---|"]
     for c in result.criteria:
         status = status_value(c.status)

@@ -82,6 +82,13 @@ def render_text(result, out: Console) -> None:
         if c.to_test and status != "fail":
             evidence += f" | to test: {c.to_test}"
         table.add_row(str(c.level), Text(c.id), Text(WORD[status], style=STYLE[status]), Text(safe(evidence)))
+    missing = result.missing_evidence()
+    if missing:
+        out.print(Text("Not decided, so not counted for the tool (each says why, and what would decide it):", style="bold yellow"))
+        for m in missing:
+            line = f"  {m['criterion']} {m['status']}: {m['why']}"
+            out.print(Text(safe(line + (f"; to decide it: {m['to_decide']}" if m["to_decide"] else ""))))
+        out.print()
     out.print(table)
     findings = result.findings()
     if findings:
