@@ -1,22 +1,19 @@
 """Where to stop the invocations of a rendezvous round, from what an earlier traced round saw them do.
 
 The state is what several invocations of the round wrote (in place or by rename): a counter file, a config,
-a queue; clirace's own io/ and trace/ files are not. The window of a read-modify-write opens at the first
-read of that state, so by default each invocation stops just after it. A tool that reads its state and only
-then takes its lock (kubectl: the kubeconfig, then config.lock with O_EXCL) has its window between the
-read and the lock: it stops just after its lock call instead, every invocation holding the state it read.
-This chooses the attack; whether it found anything is for the checks to say.
+a queue; clirace's own io/ and trace/ files are not, nor lock files (created with O_EXCL). The window of a
+read-modify-write opens at the first read of that state, so each invocation stops just after it, and they
+are then released in turn (rendezvous.Rendezvous.release_in_turn): a tool that reads before it locks
+(kubectl: the kubeconfig, then config.lock) writes back what it read before the others wrote. This
+chooses the attack; whether it found anything is for the checks to say.
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass
 
 from ..history import FileOp, WorkloadRound
-from ..stopper import LOCK_CALLS, READ_CALLS
-
-OPEN_LOCK_CALLS = LOCK_CALLS["exclusive-create"]
+from ..stopper import READ_CALLS
 _OWN = ("io/", "trace/")  # clirace's inputs, outputs and traces in the sandbox
 
 
@@ -31,35 +28,32 @@ def aim(traced: WorkloadRound) -> Aim | None:
     """Where to stop, from a traced round's file operations; None when they show no shared state."""
     root = traced.sandbox.rstrip("/") + "/"
     writers: Counter[str] = Counter()
+    locks: set[str] = set()
     for ops in traced.traces.values():
         writers.update({p[len(root):] for p in _written(ops) if p.startswith(root)})
-    state = sorted(p for p, n in writers.items() if n >= 2 and not p.startswith(_OWN))
+        locks |= {op.paths[0][len(root):] for op in ops if op.paths and {"O_CREAT", "O_EXCL"} <= set(op.flags)}
+    state = sorted(p for p, n in writers.items() if n >= 2 and not p.startswith(_OWN) and p not in locks)
     if not state:
         return None
-    lock = _read_before_lock(traced, root, set(state))
-    if lock is not None:
-        return Aim((lock,), OPEN_LOCK_CALLS, "its lock call, which comes after it has read its state")
+    if _reads_apart(traced, root, set(state)):
+        # It reads the state through an fd of its own and writes it through another: stop once that reading
+        # fd is closed, when the whole state has been read (a stop after the first read would let a late
+        # second read see the file another invocation rewrote meanwhile: a torn read, not a lost update).
+        return Aim(tuple(state), "close", "the end of its reading of its state (the reading fd closed)")
     return Aim(tuple(state), READ_CALLS, "the first read of its state")
+
+
+def _reads_apart(traced: WorkloadRound, root: str, state: set[str]) -> bool:
+    """Whether the invocations first open their state read-only (to write it later through another fd)."""
+    for ops in traced.traces.values():
+        first = next((op for op in ops if op.call in ("open", "openat", "openat2") and op.ok and op.paths
+                      and op.paths[0][len(root):] in state), None)
+        if first is not None:
+            return not {"O_WRONLY", "O_RDWR"} & set(first.flags)
+    return False
 
 
 def _written(ops: tuple[FileOp, ...]) -> set[str]:
     out = {op.paths[0] for op in ops if op.ok and op.writes and op.paths}
     out |= {op.paths[1] for op in ops if op.ok and op.call.startswith("rename") and len(op.paths) > 1}
     return out
-
-
-def _read_before_lock(traced: WorkloadRound, root: str, state: set[str]) -> str | None:
-    """The lock file (relative) of a tool that opened its state before creating its lock file with O_EXCL."""
-    for ops in traced.traces.values():
-        first_state = first_lock = None
-        lock_path = ""
-        for n, op in enumerate(ops):
-            rel = op.paths[0][len(root):] if op.paths and op.paths[0].startswith(root) else ""
-            if first_state is None and rel in state and op.call in ("open", "openat", "openat2"):
-                first_state = n
-            if (first_lock is None and op.ok and "O_EXCL" in op.flags and "O_CREAT" in op.flags and rel
-                    and rel not in state and not os.path.basename(rel).startswith(("tmp", "."))):
-                first_lock, lock_path = n, rel
-        if first_state is not None and first_lock is not None and first_state < first_lock:
-            return lock_path
-    return None

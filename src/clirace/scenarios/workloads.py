@@ -108,7 +108,7 @@ class Parallel:
         meeting = RendezvousRun.of(runnings, self.trace_dir)
         try:
             meeting.wait_all_arrived()
-            meeting.release()
+            meeting.release_in_turn()
             for running in runnings:
                 box.record(running.finish())
         finally:

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Reach: how often a default `clirace check` (no --parallel, no --rounds) catches the rare races of issue 11.
+
+    python benchmarks/reach.py [--runs N] [--load] [TARGET ...]
+
+Targets: kubectl (benchmarks/targets/kubectl_shape.yaml: reads its config, then takes an O_EXCL lock file,
+then rewrites in place), node (benchmarks/targets/node_like.yaml: a slow, syscall-heavy start-up before an
+unlocked read-modify-write), tight (fixtures/adversarial/tight-counter: pread then pwrite, microseconds
+apart). Each run is the workload's check alone (`--only`). With --load, one CPU-bound process per core
+(`python -c "while True: pass"`) runs beside the checks. Prints, per target: runs caught (the check failed
+with a corruption finding), the rounds that failed by kind (plain, amplified, at a rendezvous), the
+detection bound of any pass, and the wall time per run. Asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = {
+    "kubectl": (REPO / "benchmarks/targets/kubectl_shape.yaml", "keys"),
+    "node": (REPO / "benchmarks/targets/node_like.yaml", "counter"),
+    "tight": (REPO / "fixtures/adversarial/tight-counter/clirace.yaml", "counter"),
+}
+
+
+def one(spec: Path, check: str) -> dict:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--only", check, "--format", "json"],
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        return {"caught": False, "wall": wall, "rates": {}, "error": proc.stderr[-300:]}
+    verdict = data["checks"][check]
+    return {"caught": verdict["status"] == "fail" and data["corruption"], "wall": wall, "rates": verdict["rates"],
+            "status": verdict["status"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--load", action="store_true", help="one CPU-bound process per core beside the checks")
+    args = parser.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] \
+        if args.load else []
+    try:
+        print(f"# benchmarks/reach.py, {args.runs} default runs per target"
+              f"{', one CPU hog per core' if hogs else ''}, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+        print("| target | caught | failed rounds: plain / amplified / rendezvous (of rounds) | "
+              "bound of passes | median wall s (min-max) |")
+        print("|---|---|---|---|---|")
+        for name in args.targets:
+            spec, check = TARGETS[name]
+            runs = []
+            for n in range(args.runs):
+                runs.append(one(spec, check))
+                print(f"  {name} run {n + 1}/{args.runs}: {runs[-1].get('status', 'error')} "
+                      f"({runs[-1]['wall']:.1f} s)", file=sys.stderr, flush=True)
+            rates = [r["rates"] for r in runs if r["rates"]]
+            total = sum(r.get("rounds", 0) for r in rates)
+            failed = sum(r.get("failed_rounds", 0) for r in rates)
+            amp = sum(r.get("failed_amplified_rounds", 0) for r in rates)
+            met = sum(r.get("failed_rendezvous_rounds", 0) for r in rates)
+            bounds = sorted({r["bound"] for r in rates if r.get("bound") is not None})
+            walls = [r["wall"] for r in runs]
+            print(f"| {name} | {sum(r['caught'] for r in runs)}/{len(runs)} | {failed - amp - met} / {amp} / {met} "
+                  f"({total}) | {', '.join(f'{b:.0%}' for b in bounds) or '-'} | "
+                  f"{statistics.median(walls):.1f} ({min(walls):.1f}-{max(walls):.1f}) |", flush=True)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
