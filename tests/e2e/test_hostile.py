@@ -59,8 +59,10 @@ def expect_ignore_term(incs, read):
 
 
 def expect_escape(incs, read):
-    # Each exited 0 at once, but its setsid() child held stdout open: not finished by the deadline.
-    assert all(i["exit_code"] == 0 and i["timed_out"] for i in incs), incs
+    # Each exits 0 at once, but its setsid() child held stdout open: not finished by the deadline. (On a loaded
+    # machine one may not even have exited by its 2 s deadline: ended by clirace then, timed out all the same.)
+    assert all(i["timed_out"] and (i["exit_code"] == 0 or i["signal"] in (9, 15)) for i in incs), incs
+    assert any(i["exit_code"] == 0 for i in incs), incs
     assert read["exit_code"] == 0 and not read["timed_out"] and read["stdout"].strip() == "4", read
 
 

@@ -137,7 +137,15 @@ class Box:
 
     def run(self, label: str, sub: Any, prefix: Any = (), extra_env: dict[str, str] | None = None, wrap: Any = (),
             timeout: float | None = None, **extra: object) -> Invocation:
-        return self.record(self.launcher.run(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap))
+        return self.run_argv(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap)
+
+    def run_argv(self, label: str, argv: list[str], extra_env: dict[str, str] | None = None,
+                 timeout: float | None = None, wrap: Any = ()) -> Invocation:
+        """Run one invocation to its end. It is registered while it runs, so that an interrupt ends it the
+        way every invocation is ended (SIGTERM, a grace period, SIGKILL), not by the run's last sweep."""
+        running = self.launcher.start(label, argv, extra_env, timeout, wrap=wrap)
+        self._running.append(running)
+        return self.finish(running)
 
     def start(self, label: str, sub: Any, prefix: Any = (), extra_env: dict[str, str] | None = None, wrap: Any = (),
               timeout: float | None = None, pty: bool = False, **extra: object) -> Running:

@@ -59,7 +59,7 @@ class Serial:
     def run(self, jobs: list[Any]) -> None:
         unknown_in_a_row = 0
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
-            inv = self.box.record(self.box.launcher.run(label, argv, env))
+            inv = self.box.run_argv(label, argv, env)
             unknown_in_a_row = unknown_in_a_row + 1 if inv.outcome is Outcome.UNKNOWN else 0
             if unknown_in_a_row == 2:
                 return  # it hangs or crashes alone (one slow first run is allowed): more would only wait
