@@ -413,7 +413,7 @@ class History:
                 if not isinstance(item, dict):
                     raise _Bad(at, "an object", item)
                 kind = item.get("kind")
-                if kind not in RECORDS:
+                if not isinstance(kind, str) or kind not in RECORDS:
                     raise _Bad(f"{at}.kind", f"one of {', '.join(RECORDS)}", kind)
                 trials.append(_decode(RECORDS[kind], {k: v for k, v in item.items() if k != "kind"}, at))
             return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),

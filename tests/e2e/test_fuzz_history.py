@@ -117,8 +117,6 @@ def judge_mutants(base: dict, scratch: Path) -> tuple[int, dict[str, str]]:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(strict=False, reason="History.load does not validate a history against a schema yet (issue 10, "
-                   "the lead's half): deep nesting, wrong types and null fields crash it or a check")
 def test_history_mutants_are_refused_or_judged(saved_history, tmp_path_factory):
     judged_with_failed_check, crashes = judge_mutants(saved_history, tmp_path_factory.mktemp("m") / "history.json")
     print(f"{len(crashes)} kinds of crash; {judged_with_failed_check} mutants judged with a check that failed")
