@@ -3,7 +3,9 @@
 - CommandHold: a test hook of the tool that takes the lock and waits for {release_file} (or {hold_seconds});
 - ParkHold: a real invocation, parked while it reads a state file that clirace has replaced by a named pipe
   (the tool reads that file after taking its lock, so while it waits on the pipe it holds the lock);
-- TakeHold: clirace takes the lock itself, the way the tool does (no tool process holds it).
+- TakeHold: clirace takes the lock itself, the way the tool does (no tool process holds it);
+- StopHold: for the release experiment of a `take` spec, a real invocation stopped by strace just after its
+  lock call (no hook, no FIFO).
 
 The first two make the tool itself the holder, so they can also end it normally, with an error, or by a
 signal (SIGINT arrives as a real Ctrl-C typed on the holder's own pseudo-terminal). Every holder records a
@@ -19,7 +21,7 @@ import stat
 import time
 from pathlib import Path
 
-from .. import patterns, procfs, safefs
+from .. import patterns, procfs, safefs, stopper
 from ..history import Invocation
 from ..launch import Running
 from ..spec import Hold as HoldSpec
@@ -328,11 +330,62 @@ class TakeHold(Holder):
             self._fd = None
 
 
+class StopHold(Holder):
+    """No hook and no FIFO: a real invocation of the contender, stopped by strace just after it took the lock
+    that `lock.hold.take` names, held there, then let go or signalled where it stands (stopper.Hold).
+
+    Used where `take` cannot serve (the release experiment needs the tool itself to be the holder): git,
+    kubectl and any tool whose lock call strace can see. A signal reaches the held process directly; SIGINT
+    is sent, not typed on a terminal."""
+
+    def __init__(self, box: Box, pty: bool = False):
+        super().__init__(box, pty)
+        self.path = box.path(self.spec.path or "")
+        self.stopped: stopper.Hold | None = None
+
+    def _take(self) -> None:
+        assert self.spec.kind is not None and self.box.spec.lock is not None
+        prefix = self.box.sandbox.private / "trace" / "holder"
+        prefix.parent.mkdir(exist_ok=True)
+        wrap = stopper.hold_prefix(prefix, self.path, self.spec.kind.value, cwd=self.box.launcher.cwd)
+        self.running = self.box.start("holder", self.box.spec.lock.contender, wrap=wrap)
+        self.stopped = stopper.Hold(self.running, prefix, self.path, self.spec.kind.value)
+        if self.stopped.wait_held(self.box.spec.timeout) is None:
+            self._not_ready(f"it was never seen to take its lock on {self.path} (and go on from it)")
+
+    def _let_go(self, invalid: bool) -> None:
+        assert self.stopped is not None
+        self.stopped.release()
+
+    def interrupt(self, sig: int, wait: float) -> Invocation:
+        assert self.stopped is not None
+        self.box.event(EventKind.SIGNAL_SENT, "holder", f"{signal.Signals(sig).name} (to the process held in its lock)")
+        self.stopped.signal(sig)
+        return self.wait(wait)
+
+    def close(self) -> None:
+        super().close()
+        if self.stopped is not None:
+            self.stopped.close()
+
+
 STRATEGIES: dict[HoldMode, type[Holder]] = {HoldMode.COMMAND: CommandHold, HoldMode.PARK: ParkHold,
                                              HoldMode.TAKE: TakeHold}
 
 
-def holder(box: Box, pty: bool = False) -> Holder:
-    """The strategy the spec's `lock.hold` names."""
+def holder(box: Box, pty: bool = False, tool: bool = False) -> Holder:
+    """The strategy the spec's `lock.hold` names; with `tool`, one whose holder is the tool itself (a `take`
+    spec is then held by a stopped invocation of the contender)."""
     assert box.spec.lock is not None
+    if tool and box.spec.lock.hold.how is HoldMode.TAKE:
+        return StopHold(box, pty)
     return STRATEGIES[box.spec.lock.hold.how](box, pty)
+
+
+def stop_hold_usable() -> str:
+    """"" when strace can stop a real invocation at its lock here, else why not."""
+    try:
+        stopper.require()
+    except stopper.NotAvailable as exc:
+        return str(exc)
+    return ""

@@ -14,7 +14,7 @@ from ..history import LockConflict, LockRelease, LockWait
 from ..launch import Running
 from ..vocab import EventKind, HoldMode, Way
 from ._box import Box, Context
-from .hold import POLL, Holder, holder
+from .hold import POLL, Holder, holder, stop_hold_usable
 
 SIGNAL_WAIT = 5.0  # how long a holder may take to exit after SIGINT/SIGTERM
 RETRIES = 3  # "within a few tries" of obeying the hint
@@ -115,9 +115,10 @@ def release(ctx: Context) -> None:
     if lock is None:
         ctx.not_run("lock-release", "the spec has no lock section", "Add lock.contender and lock.hold.")
         return
-    if lock.hold.how is HoldMode.TAKE:
-        ctx.not_run("lock-release", "clirace holds the lock itself (lock.hold.take), so the tool is never the holder",
-                    "Add lock.hold.command or lock.hold.park so the tool holds the lock.")
+    if lock.hold.how is HoldMode.TAKE and (why := stop_hold_usable() or ("" if ctx.strace else ctx.strace_note)):
+        ctx.not_run("lock-release", f"with lock.hold.take the tool is held at its lock by strace, which cannot "
+                    f"here ({why})", "Install strace, or add lock.hold.command or lock.hold.park so the tool holds "
+                    "the lock.")
         return
     for way in Way:
         if way is Way.ERROR and lock.error_command is None and lock.hold.invalid_content is None:
@@ -131,7 +132,7 @@ def release(ctx: Context) -> None:
             if way is Way.ERROR and lock.error_command is not None:
                 box.run("holder", lock.error_command)
             else:
-                with holder(box, pty=(way is Way.SIGINT)) as hold:
+                with holder(box, pty=(way is Way.SIGINT), tool=True) as hold:
                     hold.start()
                     if way is Way.NORMAL:
                         hold.release()
