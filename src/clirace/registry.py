@@ -22,6 +22,7 @@ SCENARIO_OF = {
     "keys": "workloads",
     "claim": "workloads",
     "output": "workloads",
+    "hazards": "workloads",
     "lock-excludes": "lock-conflict",
     "lock-error-structured": "lock-conflict",
     "lock-released-on-exit": "lock-release",

@@ -19,6 +19,20 @@ from .histories import history, inv
 BARE = '{"code": "LOCK_HELD", "retry_after_ms": 5}'
 
 
+def hazard_round(calls):
+    """A traced counter round of two invocations, each making `calls` (call, path, flags); renames go to .../dest."""
+    def ops():
+        out = []
+        for call, path, flags in calls:
+            paths = (path, "/sb/dest") if call == "rename" else (path,)
+            out.append(sa.FileOp(1, call, paths, True, flags, writes=call == "write" or bool(
+                {"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"} & set(flags))))
+        return tuple(out)
+    return wl.CounterRound(workload="c", amplified=True, sandbox="/sb", start=0,
+                           invocations=(inv("inc-0"), inv("inc-1"), inv("read-after", stdout="2")),
+                           traces={"inc-0": ops(), "inc-1": ops()})
+
+
 def release_history(replace_way=None, trial=None):
     trials = lock.all_released()
     if replace_way is not None:
@@ -68,6 +82,13 @@ EXAMPLES = {
         wl.keys_trial('{"k0": "v0"}', [True]), sandbox="/sb",
         config=dataclasses.replace(wl.keys_trial("", [True]).config, path="/sb/c.json"),
         traces={"set-0": (sa.FileOp(1, "openat", ("/sb/c.json",), True, ("O_TRUNC", "O_WRONLY"), writes=True),)})),
+    "CR701": lambda: history(hazard_round([("openat", "/sb/state", ("O_RDONLY",)), ("openat", "/sb/lock", ("O_CREAT", "O_EXCL", "O_WRONLY")),
+                                           ("openat", "/sb/state", ("O_TRUNC", "O_WRONLY")), ("unlink", "/sb/lock", ())])),
+    "CR702": lambda: history(hazard_round([("openat", "/sb/state", ("O_RDWR",)), ("write", "/sb/state", ())])),
+    "CR703": lambda: history(hazard_round([("openat", "/sb/tmp/r.tmp", ("O_CREAT", "O_WRONLY")),
+                                           ("rename", "/sb/tmp/r.tmp", ())])),
+    "CR704": lambda: history(hazard_round([("openat", "/sb/lock", ("O_CREAT", "O_EXCL", "O_WRONLY")),
+                                           ("openat", "/sb/state", ("O_RDONLY",)), ("openat", "/sb/state", ("O_TRUNC", "O_WRONLY"))])),
     "CR901": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
     "CR902": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
     "CR903": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),

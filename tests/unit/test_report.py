@@ -38,7 +38,7 @@ def test_every_format_renders_the_same_verdict():
     result = judge(observed_counter_history())
     data = json.loads(to_json(result))
     assert data["score"] == 0 and data["corruption"] is True
-    assert [f["code"] for f in data["findings"]] == ["CR101", "CR101"]
+    assert [f["code"] for f in data["findings"]] == ["CR101", "CR101", "CR702"]  # CR702: advice, no lock in the trace
     markdown = to_markdown(result)
     assert "#### CR101 lost-increment" in markdown and "and 1 more like it" in markdown and "observed:" in markdown
     out = io.StringIO()

@@ -10,9 +10,11 @@ from collections.abc import Callable
 
 from ..findings import Verdict
 from ..history import History
-from . import atomic_config, claim, counter, keys, lock_excludes, lock_release, lock_structured, lock_wait, output, session
+from . import (atomic_config, claim, counter, hazards, keys, lock_excludes, lock_release, lock_structured, lock_wait,
+               output, session)
 
 Check = Callable[[History], Verdict]
 
-REGISTRY: dict[str, Check] = {m.ID: m.check for m in (counter, keys, claim, output, lock_excludes, lock_structured,
-                                                       lock_release, lock_wait, session, atomic_config)}
+REGISTRY: dict[str, Check] = {m.ID: m.check for m in (counter, keys, claim, output, hazards, lock_excludes,
+                                                       lock_structured, lock_release, lock_wait, session,
+                                                       atomic_config)}

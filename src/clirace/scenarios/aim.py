@@ -31,7 +31,8 @@ def aim(traced: WorkloadRound) -> Aim | None:
     locks: set[str] = set()
     for ops in traced.traces.values():
         writers.update({p[len(root):] for p in _written(ops) if p.startswith(root)})
-        locks |= {op.paths[0][len(root):] for op in ops if op.paths and {"O_CREAT", "O_EXCL"} <= set(op.flags)}
+        locks |= {op.paths[0][len(root):] for op in ops if op.paths and ({"O_CREAT", "O_EXCL"} <= set(op.flags)
+                                                                       or (op.call in ("flock", "fcntl") and op.lock))}
     state = sorted(p for p, n in writers.items() if n >= 2 and not p.startswith(_OWN) and p not in locks)
     if not state:
         return None

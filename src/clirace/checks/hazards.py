@@ -1,0 +1,90 @@
+"""Hazards (advice beside no-silent-corruption): what the traced rounds show a tool doing to its state that
+opens a race window, whether or not a round lost anything. The rounds decide the criterion; these say why
+they may fail on another day, with the calls that show it:
+
+- the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all;
+- a temp file at a fixed path is written by every invocation (two runs clobber each other's);
+- a lock file created with O_EXCL is left behind by an invocation that ended normally.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
+from ..history import FileOp, History, WorkloadRound
+from ._common import finding
+from ._observed import RENAMES, written_paths
+
+ID = "hazards"
+_OWN = ("io/", "trace/")
+_TEMP_DIRS = ("tmp/", "run/")  # the sandbox's TMPDIR and XDG_RUNTIME_DIR
+
+
+def _rel(path: str, root: str) -> str:
+    return path[len(root):] if path.startswith(root) else ""
+
+
+def _is_lock(op: FileOp) -> bool:
+    return (op.call in ("flock", "fcntl") and op.lock) or {"O_CREAT", "O_EXCL"} <= set(op.flags)
+
+
+def _round_hazards(trial: WorkloadRound) -> list[Finding]:
+    root = trial.sandbox.rstrip("/") + "/"
+    writers: Counter[str] = Counter()
+    for ops in trial.traces.values():
+        writers.update({r for p in written_paths(ops) if (r := _rel(p, root)) and not r.startswith(_OWN)})
+    everyone = len(trial.traces)
+    locks = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
+             if op.paths and _is_lock(op)}  # lock files (O_EXCL, or flock'd / fcntl-locked): not state
+    renamed_away = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
+                    if op.call in RENAMES and op.paths}
+    state = {p for p, n in writers.items() if n >= 2 and p not in locks and p not in renamed_away
+             and not p.startswith(_TEMP_DIRS)}
+    out: list[Finding] = []
+    fixed_temps = sorted(p for p, n in writers.items() if n == everyone > 1 and p not in locks
+                         and (p in renamed_away or p.startswith(_TEMP_DIRS)))
+    if fixed_temps:
+        out.append(finding("CR703", trial, list(trial.traces)[:2], "a temp path of its own per run",
+                           f"all {everyone} wrote {fixed_temps[0]}", path=fixed_temps[0], count=everyone))
+    for label, ops in trial.traces.items():
+        first_read = next((n for n, op in enumerate(ops) if op.call in ("open", "openat", "openat2") and op.ok
+                           and op.paths and _rel(op.paths[0], root) in state), None)
+        first_lock = next((n for n, op in enumerate(ops) if _is_lock(op)), None)  # tried, even if refused
+        if first_read is not None and (first_lock is None or first_read < first_lock):
+            read = ops[first_read]
+            def shown(op: FileOp) -> str:
+                return f"{op.call}({op.paths[0].replace(root, '{sandbox}/')})"
+            how = (f"{shown(read)} came before any lock call" if first_lock is None else
+                   f"{shown(read)} came before {shown(ops[first_lock])}")
+            out.append(finding("CR701" if first_lock is not None else "CR702", trial, [label],
+                               "the lock taken before the state is read", how, label=label,
+                               path=_rel(read.paths[0], root), how=how))
+            break
+    for label, ops in trial.traces.items():
+        inv = trial.invocation(label)
+        if inv is None or not inv.ok:
+            continue
+        created = [op.paths[0] for op in ops if op.ok and op.paths and {"O_CREAT", "O_EXCL"} <= set(op.flags)]
+        gone = {op.paths[0] for op in ops if op.ok and op.paths and op.call in ("unlink", "unlinkat", *RENAMES)}
+        left = [p for p in created if p not in gone]
+        if left:
+            out.append(finding("CR704", trial, [label], "the lock file removed on exit", f"{left[0]} left",
+                               label=label, path=_rel(left[0], root)))
+            break
+    return out
+
+
+def check(history: History) -> Verdict:
+    traced = [t for t in history.trials if isinstance(t, WorkloadRound) and t.traces and not t.error
+              and not t.serial]
+    if not traced:
+        return Verdict(ID, NOT_APPLICABLE, "no traced round to read hazards from")
+    seen: dict[str, Finding] = {}
+    for trial in traced:
+        for f in _round_hazards(trial):
+            seen.setdefault(f"{f.code}/{trial.workload}", f)
+    found = list(seen.values())
+    if not found:
+        return Verdict(ID, PASS, f"the traces of {len(traced)} round(s) show no read before a lock, no shared "
+                       "fixed temp path, no lock file left behind")
+    return Verdict(ID, PASS, f"advice from the traces: {'; '.join(f.message() for f in found[:3])}", found)
