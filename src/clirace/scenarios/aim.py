@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..history import FileOp, WorkloadRound
 from ..stopper import READ_CALLS
 _OWN = ("io/", "trace/")  # clirace's inputs, outputs and traces in the sandbox
+_TEMP_DIRS = ("tmp/", "run/")  # the sandbox's TMPDIR and XDG_RUNTIME_DIR
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,12 @@ def aim(traced: WorkloadRound) -> Aim | None:
         writers.update({p[len(root):] for p in _written(ops) if p.startswith(root)})
         locks |= {op.paths[0][len(root):] for op in ops if op.paths and ({"O_CREAT", "O_EXCL"} <= set(op.flags)
                                                                        or (op.call in ("flock", "fcntl") and op.lock))}
-    state = sorted(p for p, n in writers.items() if n >= 2 and not p.startswith(_OWN) and p not in locks)
+    renamed_away = {op.paths[0][len(root):] for ops in traced.traces.values() for op in ops
+                    if op.ok and op.call.startswith("rename") and op.paths}
+    # Written by any of them (a tool that refuses most callers may have had one writer in the traced round),
+    # but not clirace's files, lock files, temp files (renamed away, or under TMPDIR / XDG_RUNTIME_DIR).
+    state = sorted(p for p in writers if not p.startswith(_OWN + _TEMP_DIRS) and p not in locks
+                   and p not in renamed_away)
     if not state:
         return None
     if _reads_apart(traced, root, set(state)):
