@@ -40,7 +40,7 @@ def test_a_changed_check_changes_the_verdict_of_a_saved_history(tmp_path, monkey
 
     def stricter(text, fmt):
         raise Unparseable("a stricter parser")
-    monkeypatch.setattr("clirace.checks.keys.parse", stricter)
+    monkeypatch.setattr("clirace.checks._read.parse", stricter)
     assert [f.code for f in judge(History.load(path)).verdicts["keys"].findings] == ["CR113"]
 
 

@@ -10,8 +10,19 @@ from collections.abc import Callable
 
 from ..findings import Verdict
 from ..history import History
-from . import (atomic_config, claim, counter, hazards, keys, lock_excludes, lock_release, lock_structured, lock_wait,
-               output, session)
+from . import (
+               atomic_config,
+               claim,
+               counter,
+               hazards,
+               keys,
+               lock_excludes,
+               lock_release,
+               lock_structured,
+               lock_wait,
+               output,
+               session,
+)
 
 Check = Callable[[History], Verdict]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import placeholders
 from ..configfile import TooLarge, Unparseable, lookup, parse
-from ..observe import parse_line
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import ConfigSampled, History, KeysRound, KillPointsFound, WriterKilled
+from ..observe import parse_line
 from ..vocab import EventKind
 from ._common import finding, not_run_verdict
 from ._observed import summaries

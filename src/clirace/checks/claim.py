@@ -2,43 +2,23 @@
 unknown may have taken an item without saying so: as many items as such claims may be unaccounted for."""
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
-from .. import patterns
 from ..findings import Finding, Verdict
 from ..history import ClaimRound, History
 from ..lockerror import succeeded
 from . import reference
-from ._common import parallel_rounds, Undecided, finding, ok_count, unknown_count, verdict_over_rounds
+from ._common import (
+    Undecided,
+    finding,
+    ok_count,
+    parallel_rounds,
+    unknown_count,
+    verdict_over_rounds,
+)
+from ._read import claimed_item, remaining
 
 ID = "claim"
-
-
-def claimed_item(stdout: str, pattern: str | None) -> str | None:
-    """The item a claim printed: group 1 of the spec's `claimed` regex (its whole stdout without one).
-    Raises Undecided when the regex does not finish in its time bound on this output."""
-    if not pattern:
-        return stdout.strip() or None
-    try:
-        return patterns.group1(pattern, stdout)
-    except patterns.PatternTimeout as exc:
-        raise Undecided(f"the claimed regex: {exc}", "Simplify the claim workload's claimed regex.") from None
-
-
-def remaining(trial: ClaimRound) -> list[str] | None:
-    """The items `list` showed after the round: one per line, or a JSON array; None without a list command or
-    when it failed."""
-    listed = trial.invocation("list-after")
-    if listed is None or not listed.ok:
-        return None
-    try:
-        items = json.loads(listed.stdout)
-    except ValueError:
-        items = None
-    if isinstance(items, list):
-        return [item if isinstance(item, str) else json.dumps(item) for item in items]
-    return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
 
 
 def judge_one(trial: ClaimRound) -> list[Finding]:

@@ -2,35 +2,19 @@
 those whose outcome is unknown (killed at their deadline: they may or may not have counted)."""
 from __future__ import annotations
 
-import re
-
-from .. import patterns
 from ..findings import Finding, Verdict
 from ..history import CounterRound, History
 from . import reference
-from ._common import parallel_rounds, Undecided, finding, ok_count, read_back, unknown_count, verdict_over_rounds
+from ._common import (
+    finding,
+    ok_count,
+    parallel_rounds,
+    unknown_count,
+    verdict_over_rounds,
+)
+from ._read import read_counter
 
 ID = "counter"
-INTEGER = re.compile(r"-?\d+")
-
-
-def read_counter(trial: CounterRound, label: str) -> int:
-    """The counter a read printed: group 1 of the spec's `value` regex, else the first integer."""
-    inv = read_back(trial, label)
-    if trial.pattern:
-        try:
-            text = patterns.group1(trial.pattern, inv.stdout) or ""
-        except patterns.PatternTimeout as exc:
-            raise Undecided(f"the counter's value regex: {exc}", "Simplify the workload's value regex.") from None
-    else:
-        found = INTEGER.search(inv.stdout)
-        text = found.group() if found else ""
-    if not inv.ok or not re.fullmatch(r"\s*-?\d+\s*", text):
-        what = f"a counter matching {trial.pattern!r}" if trial.pattern else "an integer"
-        raise Undecided(f"the read command {inv.command()!r} did not print {what} ({inv.ending()}; {inv.printed()})",
-                        "Check the counter workload's read command (and value regex): run alone, it must print "
-                        "the counter.")
-    return int(text)
 
 
 def judge_one(trial: CounterRound) -> list[Finding]:

@@ -2,45 +2,15 @@
 whose writer's outcome is unknown may be present or absent, but if present it holds its own value."""
 from __future__ import annotations
 
-from .. import placeholders
-from ..configfile import TooLarge, Unparseable, lookup, parse
 from ..findings import Finding, Verdict
 from ..history import History, KeysRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
 from . import reference
-from ._common import parallel_rounds, Undecided, finding, ok_count, verdict_over_rounds
+from ._common import finding, ok_count, parallel_rounds, verdict_over_rounds
+from ._read import found_values
 
 ID = "keys"
-
-
-def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | None]:
-    """key -> value found afterwards (None if missing); or a finding when the config does not parse."""
-    config = trial.config
-    if config is None:
-        values: dict[str, str | None] = {}
-        for label, (key, _value) in trial.keys.items():
-            get = trial.invocation(f"get-{label[4:]}")
-            # A key read back as empty with exit 0 is gone, not stale: tools print nothing for a missing key.
-            values[key] = get.stdout.strip() or None if get is not None and get.ok else None
-        return values, None
-    if config.text is None:
-        if config.why_none != "missing":
-            raise Undecided(f"the config file {config.path} could not be read ({config.why_none})",
-                            "The tool replaced its config with something that is not a regular file.")
-        return {}, None
-    try:
-        data = parse(config.text, config.format)
-    except TooLarge as exc:  # it may be whole: too large to tell
-        raise Undecided(f"the config file {config.path} cannot be judged: {exc}",
-                        "Keep the config this workload writes under 1 MiB, or judge it through a read command.") from None
-    except Unparseable as exc:
-        return {}, finding("CR113", trial, [], "a parseable config", config.text[:120], error=str(exc))
-    values = {}
-    for key, _ in trial.keys.values():
-        value = lookup(data, placeholders.expand(config.key, {"key": key}), config.format, query=config.query)
-        values[key] = None if value is None else str(value)
-    return values, None
 
 
 def judge_one(trial: KeysRound) -> list[Finding]:

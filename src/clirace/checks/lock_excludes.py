@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..findings import FAIL, PASS, UNKNOWN, Verdict
 from ..history import History
-from ._common import conflict_trial, contender_state, finding, holder_gone, not_excluded
+from ._common import finding
+from ._lock import conflict_trial, contender_state, holder_gone, not_excluded
 
 ID = "lock-excludes"
 

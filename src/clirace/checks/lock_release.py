@@ -6,7 +6,8 @@ from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, LockConflict, LockRelease
 from ..lockerror import succeeded
 from ..vocab import Way
-from ._common import finding, not_excluded, not_run_verdict
+from ._common import finding, not_run_verdict
+from ._lock import not_excluded
 
 ID = "lock-released-on-exit"
 REQUIRED = {Way.NORMAL: "CR301", Way.ERROR: "CR302", Way.SIGINT: "CR303", Way.SIGTERM: "CR304"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 from ..findings import FAIL, PASS, Verdict
 from ..history import History
 from ..lockerror import advisories, find_error, succeeded
-from ._common import conflict_trial, contender_state, finding
+from ._common import finding
+from ._lock import conflict_trial, contender_state
 
 ID = "lock-error-structured"
 

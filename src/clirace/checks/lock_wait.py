@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, LockWait
 from ..lockerror import find_error
-from ._common import conflict_trial, contender_state, finding, holder_gone, not_run_verdict
+from ._common import finding, not_run_verdict
+from ._lock import conflict_trial, contender_state, holder_gone
 
 ID = "lock-wait-timeout"
 

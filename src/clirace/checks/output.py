@@ -7,7 +7,14 @@ from ..findings import Finding, Verdict
 from ..history import History, OutputRound, OutputRun, Trial
 from ..lockerror import succeeded
 from . import reference
-from ._common import Undecided, finding, ok_count, one_line, parallel_rounds, verdict_over_rounds
+from ._common import (
+    Undecided,
+    finding,
+    ok_count,
+    one_line,
+    parallel_rounds,
+    verdict_over_rounds,
+)
 
 ID = "output"
 

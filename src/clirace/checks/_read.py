@@ -1,0 +1,88 @@
+"""Reading what a trial read back: the counter a read printed, the keys a config holds, the item a claim took,
+the items a list shows. Shared by the workload checks and the reference runs' judgement (reference.py)."""
+from __future__ import annotations
+
+import json
+import re
+
+from .. import patterns, placeholders
+from ..configfile import TooLarge, Unparseable, lookup, parse
+from ..findings import Finding
+from ..history import ClaimRound, CounterRound, KeysRound
+from ._common import Undecided, finding, read_back
+
+INTEGER = re.compile(r"-?\d+")
+
+
+def read_counter(trial: CounterRound, label: str) -> int:
+    """The counter a read printed: group 1 of the spec's `value` regex, else the first integer."""
+    inv = read_back(trial, label)
+    if trial.pattern:
+        try:
+            text = patterns.group1(trial.pattern, inv.stdout) or ""
+        except patterns.PatternTimeout as exc:
+            raise Undecided(f"the counter's value regex: {exc}", "Simplify the workload's value regex.") from None
+    else:
+        found = INTEGER.search(inv.stdout)
+        text = found.group() if found else ""
+    if not inv.ok or not re.fullmatch(r"\s*-?\d+\s*", text):
+        what = f"a counter matching {trial.pattern!r}" if trial.pattern else "an integer"
+        raise Undecided(f"the read command {inv.command()!r} did not print {what} ({inv.ending()}; {inv.printed()})",
+                        "Check the counter workload's read command (and value regex): run alone, it must print "
+                        "the counter.")
+    return int(text)
+
+
+def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | None]:
+    """key -> value found afterwards (None if missing); or a finding when the config does not parse."""
+    config = trial.config
+    if config is None:
+        values: dict[str, str | None] = {}
+        for label, (key, _value) in trial.keys.items():
+            get = trial.invocation(f"get-{label[4:]}")
+            # A key read back as empty with exit 0 is gone, not stale: tools print nothing for a missing key.
+            values[key] = get.stdout.strip() or None if get is not None and get.ok else None
+        return values, None
+    if config.text is None:
+        if config.why_none != "missing":
+            raise Undecided(f"the config file {config.path} could not be read ({config.why_none})",
+                            "The tool replaced its config with something that is not a regular file.")
+        return {}, None
+    try:
+        data = parse(config.text, config.format)
+    except TooLarge as exc:  # it may be whole: too large to tell
+        raise Undecided(f"the config file {config.path} cannot be judged: {exc}",
+                        "Keep the config this workload writes under 1 MiB, or judge it through a read command.") from None
+    except Unparseable as exc:
+        return {}, finding("CR113", trial, [], "a parseable config", config.text[:120], error=str(exc))
+    values = {}
+    for key, _ in trial.keys.values():
+        value = lookup(data, placeholders.expand(config.key, {"key": key}), config.format, query=config.query)
+        values[key] = None if value is None else str(value)
+    return values, None
+
+
+def claimed_item(stdout: str, pattern: str | None) -> str | None:
+    """The item a claim printed: group 1 of the spec's `claimed` regex (its whole stdout without one).
+    Raises Undecided when the regex does not finish in its time bound on this output."""
+    if not pattern:
+        return stdout.strip() or None
+    try:
+        return patterns.group1(pattern, stdout)
+    except patterns.PatternTimeout as exc:
+        raise Undecided(f"the claimed regex: {exc}", "Simplify the claim workload's claimed regex.") from None
+
+
+def remaining(trial: ClaimRound) -> list[str] | None:
+    """The items `list` showed after the round: one per line, or a JSON array; None without a list command or
+    when it failed."""
+    listed = trial.invocation("list-after")
+    if listed is None or not listed.ok:
+        return None
+    try:
+        items = json.loads(listed.stdout)
+    except ValueError:
+        items = None
+    if isinstance(items, list):
+        return [item if isinstance(item, str) else json.dumps(item) for item in items]
+    return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
