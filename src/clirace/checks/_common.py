@@ -15,7 +15,7 @@ from ..findings import (
     Finding,
     Verdict,
 )
-from ..history import History, Invocation, NotRun, Trial, WorkloadRound
+from ..history import History, Invocation, Trial, WorkloadRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
 from ._observed import describe
@@ -191,7 +191,3 @@ def read_back(trial: Trial, label: str) -> Invocation:
     if inv is None:
         raise Undecided(f"the trial has no {label} invocation", "This history is incomplete; run the check again.")
     return inv
-
-
-def not_run(history: History) -> list[NotRun]:
-    return history.of(NotRun)
