@@ -56,9 +56,14 @@ def problems(history: History) -> list[Problem]:
     found: list[Problem] = []
     for trial in history.trials:
         if isinstance(trial, WorkloadRound) and trial.serial:
-            found.extend(_workload_problems(history, trial))
+            mine = _workload_problems(history, trial)
         elif isinstance(trial, Alone):
-            found.extend(_alone_problems(trial))
+            mine = _alone_problems(trial)
+        else:
+            continue
+        # The sandbox's random path reads as {sandbox}, as in all evidence: the message is the same every run.
+        found.extend(Problem(p.workload, p.message.replace(trial.sandbox, "{sandbox}") if trial.sandbox else p.message,
+                             p.spec) for p in mine)
     unique: dict[str, Problem] = {}
     for problem in found:
         unique.setdefault(problem.message, problem)
