@@ -40,6 +40,7 @@ def check(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed for every random choice; printed with the result."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, max=100, help="Parallel rounds per workload (default: the spec's, else 3)."),
     parallel: Optional[int] = typer.Option(None, "--parallel", min=2, max=64, help="Invocations per round (default: the spec's, else 8)."),
+    budget: Optional[float] = typer.Option(None, "--budget", min=1, max=3600, metavar="SECONDS", help="After the spec's rounds, keep adding rounds (at a rendezvous, or amplified) until this many seconds have gone on them, shared among the workloads: more rounds, a smaller detection bound."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this check (repeatable); see `clirace checks`."),
     keep: bool = typer.Option(False, "--keep", help="Keep the sandboxes and print where they are."),
     no_strace: bool = typer.Option(False, "--no-strace", help="Do not use strace (file observation, crash injection)."),
@@ -63,7 +64,8 @@ def check(
         checks.append(resolved)
     outputs = _outputs(format, output, report, history)
     spec_obj = load_spec(spec, allow_outside_sandbox=allow_outside_sandbox)
-    opts = Options(seed=seed, rounds=rounds, parallel=parallel, only=tuple(checks), keep=keep, strace=not no_strace,
+    opts = Options(seed=seed, rounds=rounds, parallel=parallel, budget=budget, only=tuple(checks), keep=keep,
+                   strace=not no_strace,
                    allow_outside_sandbox=allow_outside_sandbox)
     seen = {}
 

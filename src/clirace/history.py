@@ -338,6 +338,7 @@ class RunOptions:
     seed: int
     rounds: int | None = None
     parallel: int | None = None
+    budget: float | None = None  # --budget SECONDS: extra rounds (their number depends on the machine's speed)
     only: tuple[str, ...] = ()
     strace: bool = True  # False: --no-strace
     allow_outside_sandbox: bool = False

@@ -31,6 +31,7 @@ class Options:
     seed: int | None = None
     rounds: int | None = None
     parallel: int | None = None
+    budget: float | None = None  # seconds of extra workload rounds after the spec's (--budget)
     only: tuple[str, ...] = ()  # check ids; empty means all
     keep: bool = False
     strace: bool = True
@@ -59,6 +60,8 @@ class Result:
             parts += ["--rounds", str(opts.rounds)]
         if opts.parallel is not None:
             parts += ["--parallel", str(opts.parallel)]
+        if opts.budget is not None:
+            parts += ["--budget", f"{opts.budget:g}"]
         if not opts.strace:
             parts.append("--no-strace")
         if opts.allow_outside_sandbox:
@@ -90,7 +93,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
     history = History(
         spec_path=str(spec.path),
-        options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, only=options.only,
+        options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
+                           only=options.only,
                            strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox),
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
                                 parallel=parallel))
@@ -99,7 +103,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     sigint_before = _children_get_default_sigint()
     sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
     workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)
-    ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, keep=options.keep, strace=usable,
+    ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, budget=options.budget, keep=options.keep,
+                  strace=usable,
                   strace_note=why, progress=progress, only=options.only, trials=history.trials)
     wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     started = time.monotonic()

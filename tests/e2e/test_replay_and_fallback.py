@@ -72,3 +72,15 @@ def test_replay_carries_the_options_that_shaped_the_run(tmp_path):
     statuses = {c["id"]: c["status"] for c in json.loads(proc.stdout)["criteria"]}
     assert statuses["lock-excludes"] == "not_tested"
     assert json.loads(proc.stdout)["checks"]["lock-excludes"]["summary"] == "not run (--only)"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_a_budget_adds_rounds_and_narrows_the_bound():
+    proc = run_clirace("check", FIXTURES / "level3" / "clirace.yaml", "--seed", "3", "--rounds", "1", "--budget", "3",
+                       "--only", "counter", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    rates = result["checks"]["counter"]["rates"]
+    assert rates["rounds"] >= 2 and rates["failed_rounds"] == 0, rates
+    assert rates["bound"] < 0.99 and "--budget 3" in result["replay"], (rates, result["replay"])

@@ -38,6 +38,7 @@ class Context:
     workdir: Path
     rounds: int
     parallel: int
+    budget: float | None = None  # seconds of extra rounds after the spec's, shared among the workloads
     keep: bool = False
     strace: bool = False
     strace_note: str = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,27 @@ READ_CAP = 256 * 1024  # bytes of a target-written output kept in the history
 CONFIG_CAP = 1 << 20
 
 
+MAX_ROUNDS = 1000  # a budget never runs more rounds than this per workload
+
+
 def run(ctx: Context) -> None:
-    for workload in ctx.spec.workloads:
-        if ctx.only and workload.kind.value not in ctx.only:  # --only counter runs the counter workload alone
-            continue
+    chosen = [w for w in ctx.spec.workloads if not ctx.only or w.kind.value in ctx.only]  # --only counter: alone
+    for workload in chosen:
         record, runner = RUNNERS[workload.kind]
         target: Aim | None = None  # where to stop them, once a traced round has shown their state
-        for round_ in range(ctx.rounds):
+        extra_until = None  # with --budget, when this workload's extra rounds must stop
+        for round_ in range(MAX_ROUNDS):
+            if round_ >= ctx.rounds:
+                if not ctx.budget:
+                    break
+                extra_until = extra_until or time.monotonic() + ctx.budget / len(chosen)
+                if time.monotonic() >= extra_until:
+                    break
             amplified = ctx.strace and round_ > 0
             meet = target if amplified and round_ > 1 and rendezvous_usable() else None
             how = " (at a rendezvous)" if meet else " (amplified)" if amplified else ""
-            ctx.say(f"{workload.name}: round {round_ + 1}/{ctx.rounds}, {ctx.parallel} in parallel{how}")
+            of = f"{ctx.rounds}" if round_ < ctx.rounds else f"{ctx.rounds}+ (--budget)"
+            ctx.say(f"{workload.name}: round {round_ + 1}/{of}, {ctx.parallel} in parallel{how}")
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, amplified=amplified)
                 runner(ctx, box, workload, Parallel(box, amplified, meet), ctx.parallel)
