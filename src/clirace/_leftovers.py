@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import procfs, sandbox
+from . import procfs, reap
 
 RUN_PREFIX = "clirace-"  # a run's folder under TMPDIR: clirace-PID-XXXXXX (make_workdir)
 OWNER = ".clirace-owner"  # in a running run's folder: "PID STARTTIME running" (_watchdog.py reads it too)
@@ -47,7 +47,7 @@ def watch_run(workdir: Path | str) -> None:
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid()), key], stdin=read_end,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                env={k: v for k, v in os.environ.items() if k != sandbox.MARKER})
+                                env={k: v for k, v in os.environ.items() if k != reap.MARKER})
     except OSError:
         os.close(write_end)
         return
@@ -136,10 +136,10 @@ def sweep_leftovers(tmpdir: str | Path | None = None) -> dict[str, list]:
             continue
         if state == "named" and any(os.scandir(entry.path)):
             continue  # no owner file: a run that ended (its folder kept), or one killed before its first sandbox
-        killed += sandbox.end_marked(f"{pid}:{os.path.join(entry.path, '')}", prefix=True)
+        killed += reap.end_marked(f"{pid}:{os.path.join(entry.path, '')}", prefix=True)
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)
-    killed += sandbox._kill_until_gone(_orphaned_marked, 2.0)
+    killed += reap._kill_until_gone(_orphaned_marked, 2.0)
     return {"killed": killed, "removed": removed}
 
 
@@ -158,7 +158,7 @@ def _owner(path: str, name: str) -> tuple[str | None, str | None, str]:
 
 def _orphaned_marked() -> list[int]:
     """Processes whose CLIRACE_TRIAL marker names a clirace that is gone (the run itself may be anywhere)."""
-    needle = f"{sandbox.MARKER}=".encode()
+    needle = f"{reap.MARKER}=".encode()
     found = []
     owners: dict[tuple, bool] = {}
     for pid in procfs.pids():
