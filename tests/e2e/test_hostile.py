@@ -76,7 +76,7 @@ CASES = {
     "hang": (20, "indeterminate", "killed at its deadline after 2.0s", expect_hang),
     "ignore_term": (25, "indeterminate", "killed at its deadline after 3.0s", expect_ignore_term),
     "escape": (20, "indeterminate", "ended without saying whether it did its work", expect_escape),
-    "crash": (20, "indeterminate", "killed by SIGABRT", expect_crash),
+    "crash": (20, "indeterminate", "killed by SIGSEGV", expect_crash),
 }
 # name: (seconds the run may take, words the spec error must contain): commands that fail alone, decidedly
 SPEC_ERRORS = {

@@ -72,8 +72,10 @@ class Serial:
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
             inv = self.box.run_argv(label, argv, env)
             unknown_in_a_row = unknown_in_a_row + 1 if inv.outcome is Outcome.UNKNOWN else 0
-            if unknown_in_a_row == 2:
-                return  # it hangs or crashes alone (one slow first run is allowed): more would only wait
+            if unknown_in_a_row == 2:  # it hangs or crashes alone (one slow first run is allowed): stop here,
+                # since every command after this one would only wait for its deadline too
+                raise TrialFailed(f"{inv.command()!r} ended without saying whether it did its work, twice in a row "
+                                  f"({inv.ending()}; {inv.printed()})")
 
 
 class Parallel:
