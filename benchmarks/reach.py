@@ -46,10 +46,14 @@ def one(spec: Path, check: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("targets", nargs="*", help=f"any of {', '.join(TARGETS)} (default: all)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--load", action="store_true", help="one CPU-bound process per core beside the checks")
     args = parser.parse_args()
+    for name in args.targets:
+        if name not in TARGETS:
+            parser.error(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
+    args.targets = args.targets or list(TARGETS)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] \
         if args.load else []
     try:
