@@ -45,12 +45,40 @@ class Context:
     progress: Callable[[str], None] | None = None
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
+    sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
 
     @property
     def input_token(self) -> str:
         """The random part of the output workload's inputs: one per run, so every round and the serial
         reference runs feed the tool the same inputs."""
         return f"{random.Random(f'{self.seed}/inputs').getrandbits(32):08x}"
+
+    def side_by_side(self, *experiments: Callable[[], None]) -> None:
+        """Run independent experiments at the same time, each in its own sandbox and thread: for reference
+        runs, each alone in its own sandbox, so running them together changes nothing they show. The first
+        exception (an interrupt) is raised once all have ended."""
+        import threading
+
+        errors: list[BaseException] = []
+
+        def guarded(experiment: Callable[[], None]) -> None:
+            try:
+                experiment()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+                errors.append(exc)
+
+        self.sweeping = False
+        threads = [threading.Thread(target=guarded, args=(e,), daemon=True) for e in experiments]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            self.sweeping = True
+            end_adopted()
+        if errors:
+            raise errors[0]
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -85,7 +113,8 @@ class Context:
             raise
         finally:
             box.end_all()
-            end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
+            if self.sweeping:  # (not while another trial runs beside this one: its children look adopted too)
+                end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
             self.trials.append(record(name=name, round=round_, invocations=tuple(box.invocations),
                                       events=tuple(box.events), error=error, sandbox=str(root), **box.fields))
             if self.keep:

@@ -8,7 +8,10 @@ parallel round) or, when the commands ended without saying (killed, timed out), 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..history import Alone, OutputRound
+from ..spec import Workload
 from ..vocab import WorkloadKind
 from ._box import Context
 from .workloads import RUNNERS, Serial
@@ -22,22 +25,31 @@ def run(ctx: Context) -> None:
             continue
         record, runner = RUNNERS[workload.kind]
         ctx.say(f"{workload.name}: reference run, one invocation at a time")
-        orders = (False, True) if workload.kind is WorkloadKind.OUTPUT else (False,)
-        for round_, reverse in enumerate(orders):
+
+        def one_pass(round_: int, reverse: bool, workload: Workload = workload, record: Any = record,
+                     runner: Any = runner) -> None:
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, serial=True)
                 runner(ctx, box, workload, Serial(box, reverse), SERIAL_RUNS if record is not OutputRound else ctx.parallel)
+
+        if workload.kind is WorkloadKind.OUTPUT:  # twice, in two sandboxes, in opposite orders: side by side
+            ctx.side_by_side(lambda: one_pass(0, False), lambda: one_pass(1, True))
+        else:
+            one_pass(0, False)
     lock = ctx.spec.lock
     if lock is None or (ctx.only and not _lock_only(ctx)):
         return
-    for name, command in (("contender", lock.contender), ("error_command", lock.error_command)):
-        if command is None:
-            continue
-        ctx.say(f"lock: {name} alone on fresh state")
-        for round_ in range(2):
-            with ctx.box(Alone, name, round_) as box:
-                box.fields["command"] = name
-                box.run("alone", command)
+    ctx.say("lock: contender and error command alone on fresh state, twice each")
+
+    def alone(name: str, command: Any, round_: int) -> None:
+        with ctx.box(Alone, name, round_) as box:
+            box.fields["command"] = name
+            box.run("alone", command)
+
+    # Each in a fresh sandbox of its own, so side by side they are still alone.
+    ctx.side_by_side(*(lambda n=name, c=command, r=round_: alone(n, c, r)
+                       for name, command in (("contender", lock.contender), ("error_command", lock.error_command))
+                       if command is not None for round_ in range(2)))
 
 
 def _lock_only(ctx: Context) -> bool:
