@@ -53,10 +53,11 @@ def aim(traced: WorkloadRound) -> Aim | None:
 def _reads_apart(traced: WorkloadRound, root: str, state: set[str]) -> bool:
     """Whether the invocations first open their state read-only (to write it later through another fd)."""
     for ops in traced.traces.values():
-        first = next((op for op in ops if op.call in ("open", "openat", "openat2") and op.ok and op.paths
+        # The first open attempt, found or not (the first writer of a fresh sandbox finds no file to read).
+        first = next((op for op in ops if op.call in ("open", "openat", "openat2") and op.paths
                       and op.paths[0][len(root):] in state), None)
-        if first is not None:
-            return not {"O_WRONLY", "O_RDWR"} & set(first.flags)
+        if first is not None and not {"O_WRONLY", "O_RDWR"} & set(first.flags):
+            return True
     return False
 
 
