@@ -166,3 +166,28 @@ def _unescape(text: str) -> str:
 
 def _absolute(path: str, cwd: str) -> str:
     return path if path.startswith("/") or not cwd else os.path.normpath(os.path.join(cwd, path))
+
+
+# --- readings of traced file operations that both the attack (scenarios/aim.py) and the checks need --------------
+
+RENAMES = ("rename", "renameat", "renameat2")
+OWN_DIRS = ("io/", "trace/")  # clirace's inputs, outputs and traces in a sandbox, relative to its root
+TEMP_DIRS = ("tmp/", "run/")  # the sandbox's TMPDIR and XDG_RUNTIME_DIR, relative to its root
+
+
+def written_paths(ops: tuple[FileOp, ...]) -> list[str]:
+    """Files a process created or wrote: opened for writing, or the target of a rename."""
+    out = []
+    for op in ops:
+        if not op.ok:
+            continue
+        if op.writes and op.paths:
+            out.append(op.paths[0])
+        elif op.call in RENAMES and len(op.paths) >= 2:
+            out.append(op.paths[1])
+    return list(dict.fromkeys(out))
+
+
+def takes_lock(op: FileOp) -> bool:
+    """A lock call: a flock or fcntl that takes a lock, or a lock file created with O_CREAT|O_EXCL."""
+    return (op.call in ("flock", "fcntl") and op.lock) or {"O_CREAT", "O_EXCL"} <= set(op.flags)

@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from clirace import observe
-from clirace.checks._observed import summary, written_paths
+from clirace.checks._observed import summary
+from clirace.observe import written_paths
 from clirace.observe import parse_line
 
 pytestmark = pytest.mark.timeout(30)

@@ -11,23 +11,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..history import FileOp, History, Trial, WorkloadRound
+from ..observe import RENAMES, written_paths
 
-RENAMES = ("rename", "renameat", "renameat2")
 # An exclusively created temp file (tmpXXXX, tmp_obj_XXXX, x.tmp, x-temp-1) is not a lock file.
 _TEMP_NAME = re.compile(r"^tmp|[._-]te?mp(?:[._-]|$)", re.IGNORECASE)
-
-
-def written_paths(ops: tuple[FileOp, ...]) -> list[str]:
-    """Files a process created or wrote: opened for writing, or the target of a rename."""
-    out = []
-    for op in ops:
-        if not op.ok:
-            continue
-        if op.writes and op.paths:
-            out.append(op.paths[0])
-        elif op.call in RENAMES and len(op.paths) >= 2:
-            out.append(op.paths[1])
-    return list(dict.fromkeys(out))
 
 
 @dataclass(frozen=True)

@@ -13,43 +13,37 @@ from collections import Counter
 from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
 from ..history import FileOp, History, WorkloadRound
 from ._common import finding
-from ._observed import RENAMES, written_paths
+from ..observe import OWN_DIRS, RENAMES, TEMP_DIRS, takes_lock, written_paths
 
 ID = "hazards"
-_OWN = ("io/", "trace/")
-_TEMP_DIRS = ("tmp/", "run/")  # the sandbox's TMPDIR and XDG_RUNTIME_DIR
 
 
 def _rel(path: str, root: str) -> str:
     return path[len(root):] if path.startswith(root) else ""
 
 
-def _is_lock(op: FileOp) -> bool:
-    return (op.call in ("flock", "fcntl") and op.lock) or {"O_CREAT", "O_EXCL"} <= set(op.flags)
-
-
 def _round_hazards(trial: WorkloadRound) -> list[Finding]:
     root = trial.sandbox.rstrip("/") + "/"
     writers: Counter[str] = Counter()
     for ops in trial.traces.values():
-        writers.update({r for p in written_paths(ops) if (r := _rel(p, root)) and not r.startswith(_OWN)})
+        writers.update({r for p in written_paths(ops) if (r := _rel(p, root)) and not r.startswith(OWN_DIRS)})
     everyone = len(trial.traces)
     locks = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
-             if op.paths and _is_lock(op)}  # lock files (O_EXCL, or flock'd / fcntl-locked): not state
+             if op.paths and takes_lock(op)}  # lock files (O_EXCL, or flock'd / fcntl-locked): not state
     renamed_away = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
                     if op.call in RENAMES and op.paths}
     state = {p for p, n in writers.items() if n >= 2 and p not in locks and p not in renamed_away
-             and not p.startswith(_TEMP_DIRS)}
+             and not p.startswith(TEMP_DIRS)}
     out: list[Finding] = []
     fixed_temps = sorted(p for p, n in writers.items() if n == everyone > 1 and p not in locks
-                         and (p in renamed_away or p.startswith(_TEMP_DIRS)))
+                         and (p in renamed_away or p.startswith(TEMP_DIRS)))
     if fixed_temps:
         out.append(finding("CR703", trial, list(trial.traces)[:2], "a temp path of its own per run",
                            f"all {everyone} wrote {fixed_temps[0]}", path=fixed_temps[0], count=everyone))
     for label, ops in trial.traces.items():
         first_read = next((n for n, op in enumerate(ops) if op.call in ("open", "openat", "openat2") and op.ok
                            and op.paths and _rel(op.paths[0], root) in state), None)
-        first_lock = next((n for n, op in enumerate(ops) if _is_lock(op)), None)  # tried, even if refused
+        first_lock = next((n for n, op in enumerate(ops) if takes_lock(op)), None)  # tried, even if refused
         if first_read is not None and (first_lock is None or first_read < first_lock):
             read = ops[first_read]
             def shown(op: FileOp) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
 from ..history import History, SessionRun
 from ._common import Undecided, finding, not_run_verdict
-from ._observed import written_paths
+from ..observe import written_paths
 from .output import output_findings
 
 ID = "session-isolation"

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..history import FileOp, WorkloadRound
+from ..history import WorkloadRound
+from ..observe import OWN_DIRS, TEMP_DIRS, takes_lock, written_paths
 from ..stopper import READ_CALLS
-_OWN = ("io/", "trace/")  # clirace's inputs, outputs and traces in the sandbox
-_TEMP_DIRS = ("tmp/", "run/")  # the sandbox's TMPDIR and XDG_RUNTIME_DIR
 
 
 @dataclass(frozen=True)
@@ -31,14 +30,13 @@ def aim(traced: WorkloadRound) -> Aim | None:
     writers: Counter[str] = Counter()
     locks: set[str] = set()
     for ops in traced.traces.values():
-        writers.update({p[len(root):] for p in _written(ops) if p.startswith(root)})
-        locks |= {op.paths[0][len(root):] for op in ops if op.paths and ({"O_CREAT", "O_EXCL"} <= set(op.flags)
-                                                                       or (op.call in ("flock", "fcntl") and op.lock))}
+        writers.update({p[len(root):] for p in written_paths(ops) if p.startswith(root)})
+        locks |= {op.paths[0][len(root):] for op in ops if op.paths and takes_lock(op)}
     renamed_away = {op.paths[0][len(root):] for ops in traced.traces.values() for op in ops
                     if op.ok and op.call.startswith("rename") and op.paths}
     # Written by any of them (a tool that refuses most callers may have had one writer in the traced round),
     # but not clirace's files, lock files, temp files (renamed away, or under TMPDIR / XDG_RUNTIME_DIR).
-    state = sorted(p for p in writers if not p.startswith(_OWN + _TEMP_DIRS) and p not in locks
+    state = sorted(p for p in writers if not p.startswith(OWN_DIRS + TEMP_DIRS) and p not in locks
                    and p not in renamed_away)
     if not state:
         return None
@@ -59,9 +57,3 @@ def _reads_apart(traced: WorkloadRound, root: str, state: set[str]) -> bool:
         if first is not None and not {"O_WRONLY", "O_RDWR"} & set(first.flags):
             return True
     return False
-
-
-def _written(ops: tuple[FileOp, ...]) -> set[str]:
-    out = {op.paths[0] for op in ops if op.ok and op.writes and op.paths}
-    out |= {op.paths[1] for op in ops if op.ok and op.call.startswith("rename") and len(op.paths) > 1}
-    return out
