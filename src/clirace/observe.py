@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .history import FileOp
 
-FILE_CALLS = "open,openat,openat2,creat,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,flock,fcntl,truncate,ftruncate"
+FILE_CALLS = "open,openat,openat2,creat,close,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,flock,fcntl,truncate,ftruncate"
 WRITE_CALLS = "write,pwrite64,writev,pwritev,pwritev2"
 RENAME_CALLS = "rename,renameat,renameat2"
 
@@ -23,7 +23,7 @@ _LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)(?:<(
 # relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
 _STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
 _OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
-_FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate"}
+_FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate", "close"}
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
 

@@ -49,11 +49,18 @@ def aim(traced: WorkloadRound) -> Aim | None:
 
 
 def _reads_apart(traced: WorkloadRound, root: str, state: set[str]) -> bool:
-    """Whether the invocations first open their state read-only (to write it later through another fd)."""
+    """Whether the invocations read their state through an fd of its own, closed before they write it: the
+    first open of the state is read-only, and a close of it comes before any write to it. (A tool that never
+    closes its reading fd, jq, leaves that to the kernel at exit: a stop at close would never come.)"""
     for ops in traced.traces.values():
+        on_state = [op for op in ops if op.paths and op.paths[0][len(root):] in state]
         # The first open attempt, found or not (the first writer of a fresh sandbox finds no file to read).
-        first = next((op for op in ops if op.call in ("open", "openat", "openat2") and op.paths
-                      and op.paths[0][len(root):] in state), None)
-        if first is not None and not {"O_WRONLY", "O_RDWR"} & set(first.flags):
+        first = next((op for op in on_state if op.call in ("open", "openat", "openat2")), None)
+        if first is None or {"O_WRONLY", "O_RDWR"} & set(first.flags):
+            continue
+        rest = on_state[on_state.index(first) + 1:]
+        closed = next((n for n, op in enumerate(rest) if op.call == "close"), None)
+        written = next((n for n, op in enumerate(rest) if op.writes or op.call.startswith("rename")), None)
+        if closed is not None and (written is None or closed < written):
             return True
     return False
