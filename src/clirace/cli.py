@@ -273,7 +273,9 @@ class _Progress:
         if self.status:
             self.status.update(text)
         else:
-            print(f"clirace: {text}", file=sys.stderr, flush=True)
+            # One write per line: experiments that run side by side report from several threads.
+            sys.stderr.write(f"clirace: {text}\n")
+            sys.stderr.flush()
 
     def stop(self):
         if self.status:

@@ -22,7 +22,7 @@ from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Environment, History, NotRun, RunOptions
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
-from .scenarios import SCENARIOS, Context
+from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from .spec import Spec
 
 
@@ -109,16 +109,12 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     started = time.monotonic()
     try:
-        for name, scenario in SCENARIOS.items():
-            if name in wanted:
-                try:
-                    scenario(ctx)
-                except Exception as exc:  # noqa: BLE001 - outside any trial (each trial guards itself): the
-                    # experiment cannot decide, and the others still run
-                    history.trials.append(NotRun(name=name, experiment=name, error=(
-                        f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
-                        "bug in clirace, please report it")))
-            if name == registry.REFERENCE:
+        for stage in _stages(wanted):
+            if len(stage) == 1:
+                _guarded(stage[0])(ctx)
+            else:
+                ctx.side_by_side(*map(_guarded, stage))
+            if stage == (registry.REFERENCE,):
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
         end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
@@ -133,6 +129,30 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     result.seconds = time.monotonic() - started
     result.kept = history.kept
     return result
+
+
+def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
+    """The wanted scenarios in run order, those of SIDE_BY_SIDE that follow each other grouped to run at once."""
+    stages: list[tuple[str, ...]] = []
+    for name in (n for n in SCENARIOS if n in wanted):
+        if stages and name in SIDE_BY_SIDE and stages[-1][-1] in SIDE_BY_SIDE:
+            stages[-1] += (name,)
+        else:
+            stages.append((name,))
+    return stages
+
+
+def _guarded(name: str) -> Callable[[Context], None]:
+    """The scenario, with a failure outside any trial (each trial guards itself) recorded as an undecided NotRun:
+    that experiment cannot decide, and the others still run."""
+    def scenario(ctx: Context) -> None:
+        try:
+            SCENARIOS[name](ctx)
+        except Exception as exc:  # noqa: BLE001
+            ctx.trials.append(NotRun(name=name, experiment=name, error=(
+                f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
+                "bug in clirace, please report it")))
+    return scenario
 
 
 def _refuse_a_spec_the_tool_does_not_fit(spec: Spec, history: History) -> None:

@@ -20,4 +20,9 @@ SCENARIOS: dict[str, Callable[[Context], None]] = {
     "atomic-config": atomic.run,
 }
 
-__all__ = ["Context", "SCENARIOS"]
+# Scenarios that mostly wait (a holder holding the lock, a contender waiting out its lock timeout, a retry
+# obeying retry_after_ms) run side by side when they follow each other: each trial has its own sandbox, so
+# they share no state, and the waits overlap instead of adding up. Each keeps its own trials in order.
+SIDE_BY_SIDE = frozenset({"lock-conflict", "lock-release", "lock-wait"})
+
+__all__ = ["Context", "SCENARIOS", "SIDE_BY_SIDE"]

@@ -53,29 +53,32 @@ class Context:
         reference runs feed the tool the same inputs."""
         return f"{random.Random(f'{self.seed}/inputs').getrandbits(32):08x}"
 
-    def side_by_side(self, *experiments: Callable[[], None]) -> None:
-        """Run independent experiments at the same time, each in its own sandbox and thread: for reference
-        runs, each alone in its own sandbox, so running them together changes nothing they show. The first
-        exception (an interrupt) is raised once all have ended."""
+    def side_by_side(self, *experiments: Callable[[Context], None]) -> None:
+        """Run independent experiments at the same time, each in its own thread and sandboxes, each given a
+        context of its own. Their records join the history in the order the experiments were given, not the
+        order they ended, so two runs of the same spec keep the same history order. The first exception (an
+        interrupt) is raised once all have ended."""
         import threading
 
         errors: list[BaseException] = []
+        own = [dataclasses.replace(self, trials=[], sweeping=False) for _ in experiments]
 
-        def guarded(experiment: Callable[[], None]) -> None:
+        def guarded(experiment: Callable[[Context], None], ctx: Context) -> None:
             try:
-                experiment()
+                experiment(ctx)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
                 errors.append(exc)
 
-        self.sweeping = False
-        threads = [threading.Thread(target=guarded, args=(e,), daemon=True) for e in experiments]
+        # (No sweep of adopted orphans while they run: another trial's children look adopted too.)
+        threads = [threading.Thread(target=guarded, args=pair, daemon=True) for pair in zip(experiments, own)]
         try:
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
         finally:
-            self.sweeping = True
+            for ctx in own:
+                self.trials.extend(ctx.trials)
             end_adopted()
         if errors:
             raise errors[0]

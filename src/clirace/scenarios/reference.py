@@ -26,28 +26,28 @@ def run(ctx: Context) -> None:
         record, runner = RUNNERS[workload.kind]
         ctx.say(f"{workload.name}: reference run, one invocation at a time")
 
-        def one_pass(round_: int, reverse: bool, workload: Workload = workload, record: Any = record,
+        def one_pass(ctx: Context, round_: int, reverse: bool, workload: Workload = workload, record: Any = record,
                      runner: Any = runner) -> None:
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, serial=True)
                 runner(ctx, box, workload, Serial(box, reverse), SERIAL_RUNS if record is not OutputRound else ctx.parallel)
 
         if workload.kind is WorkloadKind.OUTPUT:  # twice, in two sandboxes, in opposite orders: side by side
-            ctx.side_by_side(lambda: one_pass(0, False), lambda: one_pass(1, True))
+            ctx.side_by_side(lambda c: one_pass(c, 0, False), lambda c: one_pass(c, 1, True))
         else:
-            one_pass(0, False)
+            one_pass(ctx, 0, False)
     lock = ctx.spec.lock
     if lock is None or (ctx.only and not _lock_only(ctx)):
         return
     ctx.say("lock: contender and error command alone on fresh state, twice each")
 
-    def alone(name: str, command: Any, round_: int) -> None:
+    def alone(ctx: Context, name: str, command: Any, round_: int) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
             box.run("alone", command)
 
     # Each in a fresh sandbox of its own, so side by side they are still alone.
-    ctx.side_by_side(*(lambda n=name, c=command, r=round_: alone(n, c, r)
+    ctx.side_by_side(*(lambda ctx, n=name, c=command, r=round_: alone(ctx, n, c, r)
                        for name, command in (("contender", lock.contender), ("error_command", lock.error_command))
                        if command is not None for round_ in range(2)))
 
