@@ -48,6 +48,10 @@ CASES = {
     # Reads the config, then takes its O_EXCL lock: keys lost.
     "read-before-lock": Case(0, "no-silent-corruption", "fail", present=("CR111",), corruption=True,
                              extra=TWO_ROUNDS),
+    # Reads the config at start-up, then locks and reads it again (git's shape): the hazard is reported, no
+    # key is lost even at the rendezvous; the lock file outlives SIGTERM (seen through a hold at the lock call).
+    "startup-read-lock-left": Case(1, "lock-released-on-exit", "fail", present=("CR304", "CR701"),
+                                   absent=("CR111",), corruption=False, extra=()),
 }
 
 
