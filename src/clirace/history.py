@@ -154,6 +154,7 @@ class Rendezvous:
     calls: str  # the system calls each invocation stopped just after, the first time it made one on them
     aimed: str  # why there: "the first read of its state", "its lock call, which comes after it read its state"
     arrived: dict[str, float] = field(default_factory=dict)  # label -> seconds after the start when it stopped
+    stopped_at: dict[str, str] = field(default_factory=dict)  # label -> the traced call it stopped just after
     exited_before: tuple[str, ...] = ()  # labels that ended without ever stopping (refused by the lock, failed)
     released_after: float | None = None  # seconds after the start
     why_released: str = ""  # "all arrived", "the others idle", "overall cap"

@@ -2,7 +2,7 @@
 import dataclasses
 
 from clirace.checks import claim, counter, keys, output
-from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun
+from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous
 from clirace.vocab import ConfigFormat
 
 from .histories import history, inv
@@ -57,6 +57,20 @@ def test_keys_lost_write():
     v = keys.check(history(keys_trial('{"k0": "v0"}', [True, True])))
     assert [f.code for f in v.findings] == ["CR111"]
     assert v.findings[0].args["keys"] == "k1"
+
+
+def test_keys_lost_at_a_rendezvous_shows_where_each_was_held():
+    """A lost update at a rendezvous carries the interleaving as its evidence: where each writer was stopped
+    (the traced call), and the order they went on in."""
+    met = Rendezvous(paths=("home/c.json",), calls="close", aimed="the end of its reading of its state",
+                     arrived={"set-1": 0.2, "set-0": 0.1}, stopped_at={"set-0": "close(3<{sandbox}/home/c.json>) = 0",
+                                                                      "set-1": "close(3<{sandbox}/home/c.json>) = 0"},
+                     released_after=0.3, why_released="all arrived")
+    trial = dataclasses.replace(keys_trial('{"k1": "v1"}', [True, True], round_=2), amplified=True, rendezvous=met)
+    found = keys.check(history(trial)).findings[0]
+    assert found.code == "CR111" and found.evidence.trial.endswith("(round 3 at a rendezvous)")
+    assert "set-0 stopped at close(3<{sandbox}/home/c.json>) = 0" in found.evidence.observed
+    assert "in arrival order (set-0, set-1)" in found.evidence.observed
 
 
 def test_keys_failed_writer_may_be_missing():

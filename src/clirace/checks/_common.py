@@ -15,7 +15,7 @@ from ..findings import (
     Finding,
     Verdict,
 )
-from ..history import History, Invocation, Trial, WorkloadRound
+from ..history import History, Invocation, Rendezvous, Trial, WorkloadRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
 from ._observed import describe
@@ -30,9 +30,27 @@ def evidence(trial: Trial, labels: Iterable[str] = (), expected: object = "", fo
         if inv is not None:
             invocations.append({"label": label, "command": inv.command(), "outcome": inv.ending(),
                                 "printed": inv.printed()})
-    amplified = " amplified" if isinstance(trial, WorkloadRound) and trial.amplified else ""
-    return Evidence(trial=f"{trial.KIND}: {trial.name} (round {trial.round + 1}{amplified})", invocations=invocations,
-                    expected=one_line(expected), found=one_line(found), observed=describe(trial))
+    meeting = trial.rendezvous if isinstance(trial, WorkloadRound) else None
+    how = (" at a rendezvous" if meeting else " amplified" if isinstance(trial, WorkloadRound) and trial.amplified
+           else "")
+    return Evidence(trial=f"{trial.KIND}: {trial.name} (round {trial.round + 1}{how})", invocations=invocations,
+                    expected=one_line(expected), found=one_line(found),
+                    observed=_met(meeting, labels) if meeting else describe(trial))
+
+
+def _met(meeting: Rendezvous, labels: Iterable[str]) -> str:
+    """What a rendezvous round did to the invocations named, from its stop log: where each was held and in
+    what order they went on. For a lost update it is the interleaving itself: each had read the state before
+    any of them wrote, and each wrote back its own read after the one before it had ended."""
+    order = sorted(meeting.arrived, key=lambda label: meeting.arrived[label])
+    shown = [label for label in order if label in set(labels)] or order
+    stops = "; ".join(f"{label} stopped at {one_line(meeting.stopped_at.get(label, '?'), 120)}" for label in shown[:4])
+    more = f" (and {len(shown) - 4} more)" if len(shown) > 4 else ""
+    gone = f"; {', '.join(meeting.exited_before)} ended without reaching it" if meeting.exited_before else ""
+    return (f"each of {len(meeting.arrived)} invocations was stopped just after {meeting.aimed} ({stops}{more}{gone}); "
+            f"released after {meeting.released_after if meeting.released_after is not None else '?'} s "
+            f"({meeting.why_released}), one at a time in arrival order ({', '.join(order)}), each once the one "
+            "before had ended")
 
 
 def one_line(value: object, limit: int = 200) -> str:

@@ -130,6 +130,8 @@ class Parallel:
         box.fields["rendezvous"] = Rendezvous(
             paths=self.meet.paths, calls=self.meet.calls, aimed=self.meet.why,
             arrived={label: float(a["after_s"]) for label, a in seen["arrived"].items()},
+            stopped_at={label: str(a["call"]).replace(str(box.sandbox.root), "{sandbox}")
+                        for label, a in seen["arrived"].items()},
             exited_before=tuple(seen["exited_before_arriving"]), released_after=seen["released_after_s"],
             why_released=seen["why"])
 
