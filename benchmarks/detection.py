@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How well clirace catches the tightest race, against the naive way, and how together its starts really are.
 
-    /tmp/venv/bin/python benchmarks/detection.py [--quick] [--runs N] [--skew-reps N] [--targets fixture,own]
+    /tmp/venv/bin/python benchmarks/detection.py [--quick] [--runs N] [--skew-reps N] [--targets fixture,own] [--load]
 
 1. Detection rate: independent `clirace check SPEC --only counter --format json` runs on a lock-free counter
    whose read-modify-write is microseconds wide, with amplification (default) and with --no-strace; a run
@@ -11,6 +11,10 @@
 2. The naive way: `for i in $(seq 8); do python tool.py counter incr & done; wait`, then read the counter.
 3. Start skew of 8 parallel invocations, measured inside the target (latest minus earliest start), through
    clirace's barrier launcher, a plain loop of subprocess.Popen, and a shell `&` loop.
+4. Reach (benchmarks/reach.py): default `clirace check` runs on the two races of issue 11 that random delays
+   miss: `kubectl` (benchmarks/targets/kubectl_shape.py: reads its config, then takes an O_EXCL lock file,
+   then rewrites in place) and `node` (benchmarks/targets/node_like.py: a slow, syscall-heavy start-up, then
+   an unlocked read-modify-write); `--load` runs them with one CPU-bound process per core beside them.
 
 Prints plain-text tables; asserts nothing. Run sequentially on an otherwise idle machine.
 """
@@ -263,8 +267,9 @@ def main(argv=None) -> int:
     parser.add_argument("--naive-reps", type=int, help="naive-loop repetitions (default 20)")
     parser.add_argument("--skew-reps", type=int, help="start-skew repetitions (default 50)")
     parser.add_argument("--targets", default="fixture,own", help="comma list of: fixture, own (default both)")
-    parser.add_argument("--skip", default="", help="comma list of sections to skip: detection, asis, naive, skew "
-                        "(--quick skips asis)")
+    parser.add_argument("--skip", default="", help="comma list of sections to skip: detection, asis, naive, skew, "
+                        "reach (--quick skips asis)")
+    parser.add_argument("--load", action="store_true", help="reach: one CPU-bound process per core beside the checks")
     args = parser.parse_args(argv)
     runs = args.runs or (5 if args.quick else 20)
     naive_reps = args.naive_reps or (5 if args.quick else 20)
@@ -286,6 +291,9 @@ def main(argv=None) -> int:
         print(naive(targets, naive_reps), flush=True)
     if "skew" not in skip:
         print(skew(skew_reps), flush=True)
+    if "reach" not in skip:
+        from reach import reach
+        reach(["kubectl", "node"], runs, args.load)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"# total wall time {time.perf_counter() - started:.0f} s; load average at end {load}")
     return 0

@@ -53,21 +53,27 @@ def main() -> int:
     for name in args.targets:
         if name not in TARGETS:
             parser.error(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
-    args.targets = args.targets or list(TARGETS)
+    reach(args.targets or list(TARGETS), args.runs, args.load)
+    return 0
+
+
+def reach(targets: list[str], runs_each: int, load: bool = False) -> None:
+    """Print the table: per target, runs caught, failed rounds by kind, bound of passes, wall time per run.
+    (Also the "reach" section of benchmarks/detection.py.)"""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] \
-        if args.load else []
+        if load else []
     try:
-        print(f"# benchmarks/reach.py, {args.runs} default runs per target"
+        print(f"# benchmarks/reach.py, {runs_each} default runs per target"
               f"{', one CPU hog per core' if hogs else ''}, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
         print("| target | caught | failed rounds: plain / amplified / rendezvous (of rounds) | "
               "bound of passes | median wall s (min-max) |")
         print("|---|---|---|---|---|")
-        for name in args.targets:
+        for name in targets:
             spec, check = TARGETS[name]
             runs = []
-            for n in range(args.runs):
+            for n in range(runs_each):
                 runs.append(one(spec, check))
-                print(f"  {name} run {n + 1}/{args.runs}: {runs[-1].get('status', 'error')} "
+                print(f"  {name} run {n + 1}/{runs_each}: {runs[-1].get('status', 'error')} "
                       f"({runs[-1]['wall']:.1f} s)", file=sys.stderr, flush=True)
             rates = [r["rates"] for r in runs if r["rates"]]
             total = sum(r.get("rounds", 0) for r in rates)
@@ -83,8 +89,6 @@ def main() -> int:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
