@@ -47,7 +47,9 @@ def invocations(trials, prefix):
 
 def expect_hang(incs, read):
     assert all(i["timed_out"] and i["signal"] == 15 for i in incs), incs  # SIGTERM at the deadline was enough
-    assert all(1.9 <= i["ended"] - i["started"] < 3.0 for i in incs), incs
+    # Ended at the deadline, not before it; the upper bound only says "not after a grace period as well" (the
+    # signal says that already), loose enough for a busy CI machine.
+    assert all(1.9 <= i["ended"] - i["started"] < 4.5 for i in incs), incs
     assert read["timed_out"]
 
 
