@@ -11,20 +11,20 @@ from ._common import not_run_verdict
 from .reference import lock_undecided
 
 
-def conflict_trial(history: History, check_id: str) -> tuple[LockConflict | None, Verdict | None]:
-    """(the lock-conflict trial, None) when it can be judged, else (None, the not-tested/unknown verdict)."""
+def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
+    """The lock-conflict trial when it can be judged, else the not-tested or undecided verdict to return."""
     trials = history.of(LockConflict)
     if not trials:
-        return None, not_run_verdict(check_id, history, "lock-conflict") or Verdict(
+        return not_run_verdict(check_id, history, "lock-conflict") or Verdict(
             check_id, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
     trial = trials[0]
     if trial.error:
-        return None, Verdict(check_id, UNKNOWN, f"could not decide: {trial.error}")
+        return Verdict(check_id, UNKNOWN, f"could not decide: {trial.error}")
     why = lock_undecided(history)
     if why:
-        return None, Verdict(check_id, UNKNOWN, f"could not decide: {why}",
-                             hint="lock.contender must be a command that finishes when run alone.")
-    return trial, None
+        return Verdict(check_id, UNKNOWN, f"could not decide: {why}",
+                       hint="lock.contender must be a command that finishes when run alone.")
+    return trial
 
 
 def contender_state(trial: LockConflict) -> str:

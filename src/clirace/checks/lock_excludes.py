@@ -10,10 +10,9 @@ ID = "lock-excludes"
 
 
 def check(history: History) -> Verdict:
-    trial, undecided = conflict_trial(history, ID)
-    if trial is None:
-        assert undecided is not None
-        return undecided
+    trial = conflict_trial(history, ID)
+    if isinstance(trial, Verdict):
+        return trial
     contender = trial.invocation("contender")
     assert contender is not None
     how = not_excluded(trial)

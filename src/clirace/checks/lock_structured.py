@@ -11,10 +11,9 @@ ID = "lock-error-structured"
 
 
 def check(history: History) -> Verdict:
-    trial, undecided = conflict_trial(history, ID)
-    if trial is None:
-        assert undecided is not None
-        return undecided
+    trial = conflict_trial(history, ID)
+    if isinstance(trial, Verdict):
+        return trial
     state = contender_state(trial)
     contender = trial.invocation("contender")
     assert contender is not None

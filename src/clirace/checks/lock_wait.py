@@ -13,10 +13,9 @@ ID = "lock-wait-timeout"
 
 def _never_waits(history: History) -> Verdict:
     """A tool that fails fast: the contender's prompt answer while the lock was held is its lock timeout."""
-    trial, undecided = conflict_trial(history, ID)
-    if trial is None:
-        assert undecided is not None
-        return undecided
+    trial = conflict_trial(history, ID)
+    if isinstance(trial, Verdict):
+        return trial
     contender = trial.invocation("contender")
     assert contender is not None
     labels = ["holder", "contender"]
