@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--only", choices=["levels", "adversarial"])
     args = parser.parse_args()
-    specs = args.specs or [
+    specs = [s.resolve() for s in args.specs] or [
         *(sorted(REPO.glob("fixtures/level*/clirace.yaml")) if args.only != "adversarial" else []),
         *(sorted(REPO.glob("fixtures/adversarial/*/clirace.yaml")) if args.only != "levels" else []),
     ]
