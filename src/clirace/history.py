@@ -120,6 +120,7 @@ class FileOp:
     writes: bool = False  # it opened for writing, or wrote
     lock: bool = False  # a flock or fcntl call that takes a lock
     args: str = ""
+    fd: int | None = None  # the fd an open returned, or the one a call on an fd used
 
 
 @dataclass(frozen=True)

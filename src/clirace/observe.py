@@ -130,8 +130,12 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
         writes = True
     elif call in ("flock", "fcntl"):
         lock = bool(re.search(r"LOCK_EX|LOCK_SH|F_SETLK|F_OFD_SETLK", args))
-    return FileOp(pid=pid, call=call, paths=tuple(paths), ok=ret != "?" and not ret.startswith("-"), flags=flags,
-                  writes=writes, lock=lock, args=args[:300])
+    ok = ret != "?" and not ret.startswith("-")
+    # Which fd: a close of fd 1 shows the path of whatever file fd 1 is now (a temp file renamed onto the state
+    # reads as the state), so "closed the fd it read through" needs the number, not the path.
+    fd = int(ret) if call in _OPEN_CALLS and ok else int(fd_path.group(1)) if call in _FD_CALLS and fd_path else None
+    return FileOp(pid=pid, call=call, paths=tuple(paths), ok=ok, flags=flags, writes=writes, lock=lock,
+                  args=args[:300], fd=fd)
 
 
 # strace's quoting of a string or an fd's path: \xNN (with -x/-xx), \NNN octal (1-3 digits: "\377\1"), C escapes.

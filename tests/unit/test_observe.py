@@ -31,3 +31,28 @@ def test_an_exclusively_created_temp_file_is_not_reported_as_a_lock_file():
     template = parse_line('openat(AT_FDCWD</r>, "/r/template.lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</r/template.lock>',
                           START)
     assert mechanisms((template,)) == ["lock file created with O_CREAT|O_EXCL: /r/template.lock"]
+
+
+def _round(*lines_by_label):
+    from clirace.history import KeysRound
+    traces = {label: tuple(parse_line(line, START, pid=100 + n) for line in lines)
+              for n, (label, lines) in enumerate(lines_by_label)}
+    return KeysRound(sandbox=START, amplified=True, traces=traces)
+
+
+def test_the_rendezvous_stops_at_the_close_only_of_the_fd_the_tool_read_through():
+    """kubectl's shape closes its reading fd, then rewrites: stop at that close. jq never closes its reading fd;
+    its stdout, a temp file another invocation renamed onto the state, closes under the state's name: that
+    close must not pass for the end of its reading (the stop would come after the others had written)."""
+    from clirace.scenarios.aim import aim
+    from clirace.stopper import READ_CALLS
+    kubectl = _round(("set-0", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/c.json", O_RDONLY) = 3</sandbox/home/c.json>',
+                                'close(3</sandbox/home/c.json>) = 0',
+                                'openat(AT_FDCWD</sandbox>, "/sandbox/home/c.json", O_WRONLY|O_TRUNC) = 3</sandbox/home/c.json>',
+                                'write(3</sandbox/home/c.json>, "{}", 2) = 2']))
+    assert aim(kubectl).calls == "close"
+    jq = _round(("set-0", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/s.json", O_RDONLY) = 3</sandbox/home/s.json>',
+                           'close(1</sandbox/home/s.json>) = 0']),
+                ("set-1", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/s.json", O_RDONLY) = 3</sandbox/home/s.json>',
+                           'rename("/sandbox/home/s.json.tmp", "/sandbox/home/s.json") = 0']))
+    assert aim(jq).calls == READ_CALLS

@@ -59,7 +59,10 @@ def _reads_apart(traced: WorkloadRound, root: str, state: set[str]) -> bool:
         if first is None or {"O_WRONLY", "O_RDWR"} & set(first.flags):
             continue
         rest = on_state[on_state.index(first) + 1:]
-        closed = next((n for n, op in enumerate(rest) if op.call == "close"), None)
+        # Its own reading fd, closed: not another fd whose file now bears the state's name (jq's stdout, a temp
+        # file another invocation renamed onto the state, closes as the state).
+        closed = next((n for n, op in enumerate(rest) if op.call == "close" and op.pid == first.pid
+                       and first.fd is not None and op.fd == first.fd), None)
         written = next((n for n, op in enumerate(rest) if op.writes or op.call.startswith("rename")), None)
         if closed is not None and (written is None or closed < written):
             return True
