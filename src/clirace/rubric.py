@@ -60,7 +60,7 @@ def criteria(section: dict[str, Any], verdicts: dict[str, Verdict]) -> list[Crit
             else:
                 evidence = "; ".join(f"{v.check}: {v.summary}" for v in shown)
             hint = c.get("to_test", "")
-            specific = [v.hint for v in shown if v.status in (NOT_TESTED, UNKNOWN) and v.hint]
+            specific = list(dict.fromkeys(v.hint for v in shown if v.status in (NOT_TESTED, UNKNOWN) and v.hint))
             if status in (NOT_TESTED, UNKNOWN):
                 hint = " ".join(specific) or hint
             # A failed criterion's hint would tell the user to add what the spec already has.

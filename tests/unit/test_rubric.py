@@ -77,3 +77,10 @@ def test_a_zero_with_a_failure_above_level_one_names_it():
 def test_a_failed_criterion_gets_no_hint_to_add_what_the_spec_has():
     crits = criteria(SECTION, verdicts(lock_excludes="fail"))
     assert next(c for c in crits if c.id == "lock-excludes").to_test == ""
+
+
+def test_checks_with_the_same_hint_give_it_once():
+    same = {c: Verdict(c, "not_tested", "not run (--only)", hint="Run without --only to test it.")
+            for c in ("counter", "keys", "claim", "output")}
+    crits = criteria(SECTION, {**verdicts(), **same})
+    assert next(c for c in crits if c.id == "no-silent-corruption").to_test == "Run without --only to test it."
