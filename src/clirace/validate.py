@@ -28,12 +28,17 @@ class Coverage:
         return self.extent != NONE
 
 
-def _lock_release(spec: Spec) -> tuple[str, str]:
+def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
     lock = spec.lock
-    if lock.hold.how == "take":
-        return NONE, "clirace takes the lock itself (lock.hold.take), so the tool is never the holder; use " \
-                      "lock.hold.command or lock.hold.park"
     how = "the holder's normal exit, Ctrl-C and SIGTERM"
+    if lock.hold.how == "take":
+        # The holder is then a real lock.contender that strace stops just after its lock call (scenarios/hold.py).
+        usable, why = strace
+        if not usable:
+            return NONE, (f"with lock.hold.take the holder is a real lock.contender stopped at its lock call by "
+                          f"strace, which cannot run here ({why}); install strace, or use lock.hold.command or "
+                          "lock.hold.park")
+        how = "a real lock.contender stopped by strace just after its lock call (lock.hold.take): " + how
     if lock.error_command or lock.hold.invalid_content:
         return FULL, how + " and error exit (" + ("lock.error_command" if lock.error_command else
                                                  "lock.hold.park.invalid_content") + ")"
@@ -50,7 +55,7 @@ def coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
         hold = {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
         out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock")
         out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
-        out["lock-released-on-exit"] = _lock_release(spec)
+        out["lock-released-on-exit"] = _lock_release(spec, strace)
         out["lock-wait-timeout"] = ((FULL, f"lock.wait_option {' '.join(spec.lock.wait_option)}, wait "
                                            f"{spec.lock.wait:g}s") if spec.lock.wait_option else
                                     (FULL, "lock.never_waits: the contender's prompt answer is its lock timeout")

@@ -24,6 +24,26 @@ def test_validate_says_per_criterion_what_the_spec_lets_clirace_test():
     assert words["atomic-config-writes"].startswith("partly")
 
 
+@pytest.mark.parametrize("strace", [True, False], ids=["strace", "no-strace"])
+def test_validate_says_a_take_hold_tests_release_through_strace(strace):
+    """With lock.hold.take, release on exit is tested by stopping a real contender at its lock call: it needs
+    strace, and validate says so either way (it used to say 'will not test' even with strace)."""
+    from clirace.stopper import NotAvailable, require
+    try:
+        require()
+    except NotAvailable as exc:
+        if strace:
+            pytest.skip(f"strace cannot stop a process here: {exc}")
+    spec = FIXTURES / "adversarial" / "startup-read-lock-left" / "clirace.yaml"
+    proc = run_clirace("validate", spec, env=None if strace else NO_STRACE)
+    assert proc.returncode == 0, proc.stderr
+    line = next(" ".join(words) for words in criteria_lines(proc.stdout) if words[2] == "lock-released-on-exit")
+    if strace:
+        assert line.startswith("level 2 lock-released-on-exit will test") and "stopped by strace" in line, line
+    else:
+        assert "will not test" in line and "strace disabled by CLIRACE_NO_STRACE" in line, line
+
+
 def test_a_spec_with_only_a_tool_can_test_nothing(tmp_path):
     spec = tmp_path / "x.yaml"
     spec.write_text('version: 1\ntool:\n  command: ["true"]\n')
