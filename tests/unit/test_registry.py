@@ -89,6 +89,7 @@ EXAMPLES = {
                                            ("rename", "/sb/tmp/r.tmp", ())])),
     "CR704": lambda: history(hazard_round([("openat", "/sb/lock", ("O_CREAT", "O_EXCL", "O_WRONLY")),
                                            ("openat", "/sb/state", ("O_RDONLY",)), ("openat", "/sb/state", ("O_TRUNC", "O_WRONLY"))])),
+    "CR705": lambda: history(hazard_round([("flock", "/sb/lock", ()), ("openat", "/sb/state", ("O_TRUNC", "O_WRONLY"))])),
     "CR901": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
     "CR902": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
     "CR903": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),

@@ -38,7 +38,8 @@ def test_every_format_renders_the_same_verdict():
     result = judge(observed_counter_history())
     data = json.loads(to_json(result))
     assert data["score"] == 0 and data["corruption"] is True
-    assert [f["code"] for f in data["findings"]] == ["CR101", "CR101", "CR702"]  # CR702: advice, no lock in the trace
+    # CR702, CR705: advice, no lock in the trace, and the counter rewritten in place (O_TRUNC)
+    assert [f["code"] for f in data["findings"]] == ["CR101", "CR101", "CR702", "CR705"]
     markdown = to_markdown(result)
     assert "#### CR101 lost-increment" in markdown and "and 1 more like it" in markdown and "observed:" in markdown
     out = io.StringIO()

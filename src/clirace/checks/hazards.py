@@ -4,7 +4,10 @@ they may fail on another day, with the calls that show it:
 
 - the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all;
 - a temp file at a fixed path is written by every invocation (two runs clobber each other's);
-- a lock file created with O_EXCL is left behind by an invocation that ended normally.
+- a lock file created with O_EXCL is left behind by an invocation that ended normally;
+- the state is rewritten in place (opened with O_TRUNC, or truncated) rather than replaced by a rename, so a
+  reader or a crash in the middle of the write sees it torn. (A keys workload's config is left to CR603, in
+  atomic-config-writes, which also samples and kills its writers.)
 """
 from __future__ import annotations
 
@@ -54,6 +57,19 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
                                "the lock taken before the state is read", how, label=label,
                                path=_rel(read.paths[0], root), how=how))
             break
+    config = getattr(trial, "config", None)
+    said = _rel(config.path, root) if config is not None else ""
+    for label, ops in trial.traces.items():
+        renamed_onto = {_rel(op.paths[1], root) for op in ops if op.ok and op.call in RENAMES and len(op.paths) > 1}
+        rewrite = next((op for op in ops if op.ok and op.paths and (r := _rel(op.paths[0], root)) in state
+                        and r != said and r not in renamed_onto and "O_EXCL" not in op.flags
+                        and ("O_TRUNC" in op.flags or op.call in ("ftruncate", "truncate"))), None)
+        if rewrite is not None:
+            path = _rel(rewrite.paths[0], root)
+            how = f"{rewrite.call}({rewrite.paths[0].replace(root, '{sandbox}/')}{', O_TRUNC' if 'O_TRUNC' in rewrite.flags else ''})"
+            out.append(finding("CR705", trial, [label], "a temp file renamed over the state", how, label=label,
+                               path=path, how=how))
+            break
     for label, ops in trial.traces.items():
         inv = trial.invocation(label)
         if inv is None or not inv.ok:
@@ -80,5 +96,5 @@ def check(history: History) -> Verdict:
     found = list(seen.values())
     if not found:
         return Verdict(ID, PASS, f"the traces of {len(traced)} round(s) show no read before a lock, no shared "
-                       "fixed temp path, no lock file left behind")
+                       "fixed temp path, no lock file left behind, no state rewritten in place")
     return Verdict(ID, PASS, f"advice from the traces: {'; '.join(f.message() for f in found[:3])}", found)
