@@ -192,6 +192,16 @@ def written_paths(ops: tuple[FileOp, ...]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def locks_outside(ops: tuple[FileOp, ...], sandbox: str) -> list[str]:
+    """The files an invocation locked outside its sandbox (a hard-coded /tmp/tool.lock, /var/lock/...): a lock
+    every sandbox shares. A file created with O_EXCL and then renamed is a temp file (Python's __pycache__
+    writes are), not a lock."""
+    root = sandbox.rstrip("/") + "/"
+    renamed = {op.paths[0] for op in ops if op.call in RENAMES and op.paths}
+    return sorted({op.paths[0] for op in ops if op.ok and op.paths and takes_lock(op) and op.paths[0] not in renamed
+                   and not op.paths[0].startswith((root, "/dev/", "/proc/"))})
+
+
 def takes_lock(op: FileOp) -> bool:
     """A lock call: a flock or fcntl that takes a lock, or a lock file created with O_CREAT|O_EXCL."""
     return (op.call in ("flock", "fcntl") and op.lock) or {"O_CREAT", "O_EXCL"} <= set(op.flags)

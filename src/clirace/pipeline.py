@@ -19,7 +19,7 @@ from .checks import reference
 from .checks._observed import observed_lines
 from .errors import SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
-from .history import Environment, History, NotRun, RunOptions
+from .history import Environment, History, NotRun, RunOptions, WorkloadRound
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
@@ -110,8 +110,12 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     started = time.monotonic()
     try:
         for stage in _stages(wanted):
-            if len(stage) == 1:
-                _guarded(stage[0])(ctx)
+            shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
+            if shared:
+                ctx.say(f"{', '.join(stage)}: one after another ({shared})")
+            if len(stage) == 1 or shared:
+                for name in stage:
+                    _guarded(name)(ctx)
             else:
                 ctx.side_by_side(*map(_guarded, stage))
             if stage == (registry.REFERENCE,):
@@ -140,6 +144,18 @@ def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
         else:
             stages.append((name,))
     return stages
+
+
+def _lock_shared_by_sandboxes(history: History) -> str | None:
+    """Why the lock experiments must not run side by side, or None. Side by side, each has its own sandbox; a
+    tool that locks a file outside it (a hard-coded /tmp/tool.lock) shares that lock between them, and one
+    experiment's holder would then refuse another's contender. Only a traced round can show where the tool
+    locks: without one, they run one after another."""
+    traced = [t for t in history.trials if isinstance(t, WorkloadRound) and t.traces and not t.error]
+    if not traced:
+        return "no traced round shows where the tool locks"
+    outside = sorted({path for t in traced for ops in t.traces.values() for path in observe.locks_outside(ops, t.sandbox)})
+    return f"the tool locks {outside[0]}, outside its sandbox" if outside else None
 
 
 def _guarded(name: str) -> Callable[[Context], None]:

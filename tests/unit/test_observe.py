@@ -56,3 +56,17 @@ def test_the_rendezvous_stops_at_the_close_only_of_the_fd_the_tool_read_through(
                 ("set-1", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/s.json", O_RDONLY) = 3</sandbox/home/s.json>',
                            'rename("/sandbox/home/s.json.tmp", "/sandbox/home/s.json") = 0']))
     assert aim(jq).calls == READ_CALLS
+
+
+def test_a_lock_outside_the_sandbox_is_seen_and_pycache_temp_files_are_not_locks():
+    """Where the tool locks decides whether the lock experiments may run side by side (each in its own sandbox)."""
+    from clirace.observe import locks_outside
+    ops = tuple(parse_line(line, START) for line in (
+        'openat(AT_FDCWD</x>, "/repo/__pycache__/m.cpython-311.pyc.140", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</repo/__pycache__/m.cpython-311.pyc.140>',
+        'rename("/repo/__pycache__/m.cpython-311.pyc.140", "/repo/__pycache__/m.cpython-311.pyc") = 0',
+        'openat(AT_FDCWD</sandbox>, "/sandbox/home/.local/state/t/lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = 4</sandbox/home/.local/state/t/lock>',
+        'flock(5</dev/shm/sem>, LOCK_EX) = 0',
+    ))
+    assert locks_outside(ops, START) == []
+    shared = parse_line('openat(AT_FDCWD</x>, "/tmp/tool.lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</tmp/tool.lock>', START)
+    assert locks_outside((*ops, shared), START) == ["/tmp/tool.lock"]

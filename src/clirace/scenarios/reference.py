@@ -8,9 +8,11 @@ parallel round) or, when the commands ended without saying (killed, timed out), 
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from ..history import Alone, OutputRound
+from ..history import Alone, OutputRound, Trial
 from ..spec import Workload
 from ..vocab import WorkloadKind
 from ._box import Context
@@ -33,7 +35,8 @@ def run(ctx: Context) -> None:
                 runner(ctx, box, workload, Serial(box, reverse), SERIAL_RUNS if record is not OutputRound else ctx.parallel)
 
         if workload.kind is WorkloadKind.OUTPUT:  # twice, in two sandboxes, in opposite orders: side by side
-            ctx.side_by_side(lambda c: one_pass(c, 0, False), lambda c: one_pass(c, 1, True))
+            _side_by_side_if_alone(ctx, [lambda c: one_pass(c, 0, False), lambda c: one_pass(c, 1, True)],
+                                   lambda trials: _all_ok(trials) and _same_outputs(trials))
         else:
             one_pass(ctx, 0, False)
     lock = ctx.spec.lock
@@ -46,10 +49,36 @@ def run(ctx: Context) -> None:
             box.fields["command"] = name
             box.run("alone", command)
 
-    # Each in a fresh sandbox of its own, so side by side they are still alone.
-    ctx.side_by_side(*(lambda ctx, n=name, c=command, r=round_: alone(ctx, n, c, r)
-                       for name, command in (("contender", lock.contender), ("error_command", lock.error_command))
-                       if command is not None for round_ in range(2)))
+    _side_by_side_if_alone(ctx, [lambda ctx, n=name, c=command, r=round_: alone(ctx, n, c, r)
+                                 for name, command in (("contender", lock.contender),
+                                                       ("error_command", lock.error_command))
+                                 if command is not None for round_ in range(2)], _all_ok)
+
+
+def _side_by_side_if_alone(ctx: Context, experiments: list[Callable[[Context], None]],
+                           agree: Callable[[list[Trial]], bool]) -> None:
+    """Run them side by side, each in a fresh sandbox of its own, which keeps each one alone, unless the tool
+    shares something between sandboxes (a lock file or temp file at a fixed path, /tmp/tool.lock). Then they
+    fail or disagree side by side, and they run again one at a time: only those records are kept, since the
+    reference must be what the tool does alone."""
+    together = dataclasses.replace(ctx, trials=[])
+    together.side_by_side(*experiments)
+    if agree(together.trials):
+        ctx.trials.extend(together.trials)
+        return
+    ctx.say("reference runs side by side failed or disagreed (does the tool share a file between sandboxes?): "
+            "again, one at a time")
+    for experiment in experiments:
+        experiment(ctx)
+
+
+def _all_ok(trials: list[Trial]) -> bool:
+    return all(not t.error and all(inv.ok for inv in t.invocations) for t in trials)
+
+
+def _same_outputs(trials: list[Trial]) -> bool:
+    produced = [{label: run.produced for label, run in t.runs.items()} for t in trials if isinstance(t, OutputRound)]
+    return all(p == produced[0] for p in produced)
 
 
 def _lock_only(ctx: Context) -> bool:
