@@ -317,6 +317,7 @@ class Alone(Trial):
     """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
     KIND: ClassVar[str] = "alone"
     command: str = ""  # "contender" or "error_command"
+    traces: Traces = field(default_factory=dict)  # its file operations, when strace could watch it
 
 
 @dataclass(frozen=True)

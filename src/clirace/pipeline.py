@@ -23,6 +23,7 @@ from .history import Environment, History, NotRun, RunOptions, WorkloadRound
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
+from .scenarios._box import shared_between_sandboxes
 from .spec import Spec
 
 
@@ -148,14 +149,14 @@ def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
 
 def _lock_shared_by_sandboxes(history: History) -> str | None:
     """Why the lock experiments must not run side by side, or None. Side by side, each has its own sandbox; a
-    tool that locks a file outside it (a hard-coded /tmp/tool.lock) shares that lock between them, and one
+    tool that locks or writes a file outside it (a hard-coded /tmp/tool.lock) shares it between them, and one
     experiment's holder would then refuse another's contender. Only a traced round can show where the tool
     locks: without one, they run one after another."""
     traced = [t for t in history.trials if isinstance(t, WorkloadRound) and t.traces and not t.error]
     if not traced:
         return "no traced round shows where the tool locks"
-    outside = sorted({path for t in traced for ops in t.traces.values() for path in observe.locks_outside(ops, t.sandbox)})
-    return f"the tool locks {outside[0]}, outside its sandbox" if outside else None
+    shared = shared_between_sandboxes(traced)
+    return f"the tool locks or writes {shared[0]}, outside its sandbox" if shared else None
 
 
 def _guarded(name: str) -> Callable[[Context], None]:

@@ -58,15 +58,17 @@ def test_the_rendezvous_stops_at_the_close_only_of_the_fd_the_tool_read_through(
     assert aim(jq).calls == READ_CALLS
 
 
-def test_a_lock_outside_the_sandbox_is_seen_and_pycache_temp_files_are_not_locks():
-    """Where the tool locks decides whether the lock experiments may run side by side (each in its own sandbox)."""
-    from clirace.observe import locks_outside
+def test_a_file_shared_outside_the_sandbox_is_seen_and_pycache_is_not():
+    """Where the tool locks and writes decides whether experiments may run side by side, each in its sandbox."""
+    from clirace.observe import shared_paths
     ops = tuple(parse_line(line, START) for line in (
         'openat(AT_FDCWD</x>, "/repo/__pycache__/m.cpython-311.pyc.140", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</repo/__pycache__/m.cpython-311.pyc.140>',
         'rename("/repo/__pycache__/m.cpython-311.pyc.140", "/repo/__pycache__/m.cpython-311.pyc") = 0',
         'openat(AT_FDCWD</sandbox>, "/sandbox/home/.local/state/t/lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = 4</sandbox/home/.local/state/t/lock>',
         'flock(5</dev/shm/sem>, LOCK_EX) = 0',
+        'write(1<pipe:[1942498]>, "ok\\n", 3) = 3',
     ))
-    assert locks_outside(ops, START) == []
+    assert shared_paths(ops, START) == []
     shared = parse_line('openat(AT_FDCWD</x>, "/tmp/tool.lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</tmp/tool.lock>', START)
-    assert locks_outside((*ops, shared), START) == ["/tmp/tool.lock"]
+    written = parse_line('openat(AT_FDCWD</x>, "/var/tmp/t.out", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 4</var/tmp/t.out>', START)
+    assert shared_paths((*ops, shared, written), START) == ["/tmp/tool.lock", "/var/tmp/t.out"]

@@ -12,18 +12,25 @@ import dataclasses
 import random
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import placeholders
+from .. import observe, placeholders
 from ..history import Event, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
 from ..spec import Spec
 from ..vocab import EventKind
+
+
+def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
+    """Files the tool locked or wrote outside its sandbox in these trials' traces (observe.shared_paths): what
+    makes two sandboxes not independent, so what they show side by side is not what the tool does alone."""
+    return sorted({path for t in trials for ops in (getattr(t, "traces", None) or {}).values()
+                   for path in observe.shared_paths(ops, t.sandbox)})
 
 
 class TrialFailed(Exception):

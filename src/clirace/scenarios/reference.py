@@ -12,10 +12,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..history import Alone, OutputRound, Trial
+from .. import observe
+from ..history import Alone, OutputRound
 from ..spec import Workload
 from ..vocab import WorkloadKind
-from ._box import Context
+from ._box import Context, shared_between_sandboxes
 from .workloads import RUNNERS, Serial
 
 SERIAL_RUNS = 3  # increments, keys and claims run one at a time: enough to show that they add up
@@ -28,57 +29,56 @@ def run(ctx: Context) -> None:
         record, runner = RUNNERS[workload.kind]
         ctx.say(f"{workload.name}: reference run, one invocation at a time")
 
-        def one_pass(ctx: Context, round_: int, reverse: bool, workload: Workload = workload, record: Any = record,
-                     runner: Any = runner) -> None:
+        def one_pass(ctx: Context, watched: bool, round_: int, reverse: bool, workload: Workload = workload,
+                     record: Any = record, runner: Any = runner) -> None:
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, serial=True)
-                runner(ctx, box, workload, Serial(box, reverse), SERIAL_RUNS if record is not OutputRound else ctx.parallel)
+                runner(ctx, box, workload, Serial(box, reverse, watched),
+                       SERIAL_RUNS if record is not OutputRound else ctx.parallel)
 
         if workload.kind is WorkloadKind.OUTPUT:  # twice, in two sandboxes, in opposite orders: side by side
-            _side_by_side_if_alone(ctx, [lambda c: one_pass(c, 0, False), lambda c: one_pass(c, 1, True)],
-                                   lambda trials: _all_ok(trials) and _same_outputs(trials))
+            _side_by_side_if_alone(ctx, lambda c, w: one_pass(c, w, 0, False), lambda c, w: one_pass(c, w, 1, True))
         else:
-            one_pass(ctx, 0, False)
+            one_pass(ctx, False, 0, False)
     lock = ctx.spec.lock
     if lock is None or (ctx.only and not _lock_only(ctx)):
         return
     ctx.say("lock: contender and error command alone on fresh state, twice each")
 
-    def alone(ctx: Context, name: str, command: Any, round_: int) -> None:
+    def alone(ctx: Context, watched: bool, name: str, command: Any, round_: int) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
-            box.run("alone", command)
+            trace = box.sandbox.private / "trace"
+            if watched:
+                trace.mkdir(exist_ok=True)
+            box.run("alone", command, wrap=observe.watch_prefix(trace / "alone") if watched else ())
+            if watched:
+                box.fields["traces"] = {"alone": observe.file_events(trace / "alone", box.launcher.cwd,
+                                                                     str(box.sandbox.root))}
 
-    _side_by_side_if_alone(ctx, [lambda ctx, n=name, c=command, r=round_: alone(ctx, n, c, r)
-                                 for name, command in (("contender", lock.contender),
-                                                       ("error_command", lock.error_command))
-                                 if command is not None for round_ in range(2)], _all_ok)
+    _side_by_side_if_alone(ctx, *(lambda c, w, n=name, cmd=command, r=round_: alone(c, w, n, cmd, r)
+                                  for name, command in (("contender", lock.contender),
+                                                        ("error_command", lock.error_command))
+                                  if command is not None for round_ in range(2)))
 
 
-def _side_by_side_if_alone(ctx: Context, experiments: list[Callable[[Context], None]],
-                           agree: Callable[[list[Trial]], bool]) -> None:
-    """Run them side by side, each in a fresh sandbox of its own, which keeps each one alone, unless the tool
-    shares something between sandboxes (a lock file or temp file at a fixed path, /tmp/tool.lock). Then they
-    fail or disagree side by side, and they run again one at a time: only those records are kept, since the
-    reference must be what the tool does alone."""
-    together = dataclasses.replace(ctx, trials=[])
-    together.side_by_side(*experiments)
-    if agree(together.trials):
-        ctx.trials.extend(together.trials)
-        return
-    ctx.say("reference runs side by side failed or disagreed (does the tool share a file between sandboxes?): "
-            "again, one at a time")
+def _side_by_side_if_alone(ctx: Context, *experiments: Callable[[Context, bool], None]) -> None:
+    """Run them side by side, each in a fresh sandbox of its own and watched by strace, when the traces show
+    that this kept each one alone: nothing locked or written outside its sandbox. A tool that shares a file
+    between sandboxes (a lock file or temp file at a fixed path, /tmp/tool.lock) is not alone side by side:
+    they run again one at a time, and only those records are kept, since the reference must be what the tool
+    does alone. So do they when a run could not be watched (no strace) or did not finish."""
+    if ctx.strace:
+        together = dataclasses.replace(ctx, trials=[])
+        together.side_by_side(*(lambda c, e=e: e(c, True) for e in experiments))
+        shared = shared_between_sandboxes(together.trials)
+        if not shared and all(getattr(t, "traces", None) and not t.error for t in together.trials):
+            ctx.trials.extend(together.trials)
+            return
+        ctx.say("reference runs: " + (f"the tool locked or wrote {shared[0]}, outside its sandbox" if shared else
+                                      "side by side, one did not finish") + "; again, one at a time")
     for experiment in experiments:
-        experiment(ctx)
-
-
-def _all_ok(trials: list[Trial]) -> bool:
-    return all(not t.error and all(inv.ok for inv in t.invocations) for t in trials)
-
-
-def _same_outputs(trials: list[Trial]) -> bool:
-    produced = [{label: run.produced for label, run in t.runs.items()} for t in trials if isinstance(t, OutputRound)]
-    return all(p == produced[0] for p in produced)
+        experiment(ctx, False)
 
 
 def _lock_only(ctx: Context) -> bool:

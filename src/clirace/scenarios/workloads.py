@@ -62,15 +62,24 @@ def run(ctx: Context) -> None:
 
 
 class Serial:
-    """Runs a round's invocations one at a time, in order or reversed: the reference for the parallel rounds."""
+    """Runs a round's invocations one at a time, in order or reversed: the reference for the parallel rounds.
+    `watched`: each under strace's watch (observe.watch_prefix), its file operations kept in the record."""
 
-    def __init__(self, box: Box, reverse: bool = False):
-        self.box, self.reverse = box, reverse
+    def __init__(self, box: Box, reverse: bool = False, watched: bool = False):
+        self.box, self.reverse, self.watched = box, reverse, watched
 
     def run(self, jobs: list[Any]) -> None:
+        trace_dir = self.box.sandbox.private / "trace"
+        if self.watched:
+            trace_dir.mkdir(exist_ok=True)
+            self.box.fields["traces"] = {}
         unknown_in_a_row = 0
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
-            inv = self.box.run_argv(label, argv, env)
+            wrap = observe.watch_prefix(trace_dir / label) if self.watched else ()
+            inv = self.box.run_argv(label, argv, env, wrap=wrap)
+            if self.watched:
+                self.box.fields["traces"][label] = observe.file_events(trace_dir / label, self.box.launcher.cwd,
+                                                                       str(self.box.sandbox.root))
             unknown_in_a_row = unknown_in_a_row + 1 if inv.outcome is Outcome.UNKNOWN else 0
             if unknown_in_a_row == 2:  # it hangs or crashes alone (one slow first run is allowed): stop here,
                 # since every command after this one would only wait for its deadline too
