@@ -19,7 +19,7 @@ from .checks import reference
 from .checks._observed import observed_lines
 from .errors import SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
-from .history import Environment, History, NotRun, RunOptions, WorkloadRound
+from .history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound
 from .rubric import Criterion, Score, criteria, load_section, score
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
@@ -150,9 +150,9 @@ def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
 def _lock_shared_by_sandboxes(history: History) -> str | None:
     """Why the lock experiments must not run side by side, or None. Side by side, each has its own sandbox; a
     tool that locks or writes a file outside it (a hard-coded /tmp/tool.lock) shares it between them, and one
-    experiment's holder would then refuse another's contender. Only a traced round can show where the tool
-    locks: without one, they run one after another."""
-    traced = [t for t in history.trials if isinstance(t, WorkloadRound) and t.traces and not t.error]
+    experiment's holder would then refuse another's contender. Only a trace (of a workload round, or of a lock
+    command's reference run) can show where the tool locks: without one, they run one after another."""
+    traced = [t for t in history.trials if isinstance(t, (WorkloadRound, Alone)) and t.traces and not t.error]
     if not traced:
         return "no traced round shows where the tool locks"
     shared = shared_between_sandboxes(traced)
