@@ -67,16 +67,19 @@ def _side_by_side_if_alone(ctx: Context, *experiments: Callable[[Context, bool],
     that this kept each one alone: nothing locked or written outside its sandbox. A tool that shares a file
     between sandboxes (a lock file or temp file at a fixed path, /tmp/tool.lock) is not alone side by side:
     they run again one at a time, and only those records are kept, since the reference must be what the tool
-    does alone. So do they when a run could not be watched (no strace) or did not finish."""
+    does alone. So do they without strace, or when one ended before its commands ran."""
     if ctx.strace:
         together = dataclasses.replace(ctx, trials=[])
         together.side_by_side(*(lambda c, e=e: e(c, True) for e in experiments))
         shared = shared_between_sandboxes(together.trials)
-        if not shared and all(getattr(t, "traces", None) and not t.error for t in together.trials):
+        # A trial that ended before its commands ran (its setup refused, say by another sandbox's lock) has
+        # no trace to show it was alone; one whose commands ran and hung or crashed has, and stands.
+        unseen = [t for t in together.trials if t.error and not getattr(t, "traces", None)]
+        if not shared and not unseen:
             ctx.trials.extend(together.trials)
             return
         ctx.say("reference runs: " + (f"the tool locked or wrote {shared[0]}, outside its sandbox" if shared else
-                                      "side by side, one did not finish") + "; again, one at a time")
+                                      "one ended before its commands ran") + "; again, one at a time")
     for experiment in experiments:
         experiment(ctx, False)
 
