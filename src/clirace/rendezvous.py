@@ -141,6 +141,10 @@ class Rendezvous:
         for member in self.members:
             member.log.poll()
         self.released = time.monotonic()
+        self._continue_the_rest()
+
+    def _continue_the_rest(self) -> None:
+        """Continue every stop still pending, and from now on each later one as it comes, until all have ended."""
         for member in self.members:
             member.log.continue_pending()
         self.continuer = Continuer([m.log for m in self.members],
@@ -167,10 +171,7 @@ class Rendezvous:
             while not ended(member.running) and time.monotonic() < deadline:
                 time.sleep(POLL)
             turn.close()
-        for member in self.members:
-            member.log.continue_pending()
-        self.continuer = Continuer([m.log for m in self.members],
-                                   lambda: all(ended(m.running) for m in self.members))
+        self._continue_the_rest()
 
     def close(self) -> None:
         if self.continuer is None:

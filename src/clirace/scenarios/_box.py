@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import observe, placeholders
-from ..history import Event, Invocation, NotRun, Trial
+from ..history import Event, FileOp, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
 from ..spec import Spec
@@ -149,6 +149,18 @@ class Box:
         self.fields: dict[str, Any] = {}  # the record's own fields (start, keys, runs, ...)
         self._running: list[Running] = []
         self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
+
+    @property
+    def trace_dir(self) -> Path:
+        """Where strace writes this trial's traces (NAME.PID per process): in the sandbox's private directory,
+        whose name the target cannot know. Made on first use."""
+        path = self.sandbox.private / "trace"
+        path.mkdir(exist_ok=True)
+        return path
+
+    def file_ops(self, name: str) -> tuple[FileOp, ...]:
+        """The file operations traced under trace_dir / name, as concern this sandbox (observe.file_events)."""
+        return observe.file_events(self.trace_dir / name, self.launcher.cwd, str(self.sandbox.root))
 
     def token(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"

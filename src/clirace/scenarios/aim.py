@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..history import WorkloadRound
-from ..observe import OWN_DIRS, TEMP_DIRS, takes_lock, written_paths
+from ..observe import OWN_DIRS, RENAMES, TEMP_DIRS, takes_lock, written_paths
 from ..stopper import READ_CALLS
 
 
@@ -33,7 +33,7 @@ def aim(traced: WorkloadRound) -> Aim | None:
         writers.update({p[len(root):] for p in written_paths(ops) if p.startswith(root)})
         locks |= {op.paths[0][len(root):] for op in ops if op.paths and takes_lock(op)}
     renamed_away = {op.paths[0][len(root):] for ops in traced.traces.values() for op in ops
-                    if op.ok and op.call.startswith("rename") and op.paths}
+                    if op.ok and op.call in RENAMES and op.paths}
     # Written by any of them (a tool that refuses most callers may have had one writer in the traced round),
     # but not clirace's files, lock files, temp files (renamed away, or under TMPDIR / XDG_RUNTIME_DIR).
     state = sorted(p for p in writers if not p.startswith(OWN_DIRS + TEMP_DIRS) and p not in locks
@@ -63,7 +63,7 @@ def _reads_apart(traced: WorkloadRound, root: str, state: set[str]) -> bool:
         # file another invocation renamed onto the state, closes as the state).
         closed = next((n for n, op in enumerate(rest) if op.call == "close" and op.pid == first.pid
                        and first.fd is not None and op.fd == first.fd), None)
-        written = next((n for n, op in enumerate(rest) if op.writes or op.call.startswith("rename")), None)
+        written = next((n for n, op in enumerate(rest) if op.writes or op.call in RENAMES), None)
         if closed is not None and (written is None or closed < written):
             return True
     return False

@@ -71,12 +71,10 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         _seed(box, workload)
         path = Path(box.path(workload.config.path))
         box.fields["config_dir"] = str(path.parent)
-        prefix = box.sandbox.private / "trace" / "writer"
-        prefix.parent.mkdir()
-        wrap = observe.trace_prefix(prefix, KILL_CALLS)
+        wrap = observe.trace_prefix(box.trace_dir / "writer", KILL_CALLS)
         inv = box.run("traced-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
                       i=0, n=1, session_id="s0")
-        ops = observe.file_events(prefix, box.launcher.cwd, str(box.sandbox.root))
+        ops = box.file_ops("writer")
         box.fields["traces"] = {"traced-writer": ops}
         if not inv.ok:
             raise TrialFailed(f"the config writer failed under trace ({inv.ending()}; {inv.printed()})")

@@ -345,8 +345,7 @@ class StopHold(Holder):
 
     def _take(self) -> None:
         assert self.spec.kind is not None and self.box.spec.lock is not None
-        prefix = self.box.sandbox.private / "trace" / "holder"
-        prefix.parent.mkdir(exist_ok=True)
+        prefix = self.box.trace_dir / "holder"
         wrap = stopper.hold_prefix(prefix, self.path, self.spec.kind.value, cwd=self.box.launcher.cwd)
         self.running = self.box.start("holder", self.box.spec.lock.contender, wrap=wrap)
         self.stopped = stopper.Hold(self.running, prefix, self.path, self.spec.kind.value)

@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .. import observe
 from ..history import Alone, OutputRound
 from ..spec import Workload
 from ..vocab import WorkloadKind
@@ -48,13 +47,7 @@ def run(ctx: Context) -> None:
     def alone(ctx: Context, watched: bool, name: str, command: Any, round_: int) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
-            trace = box.sandbox.private / "trace"
-            if watched:
-                trace.mkdir(exist_ok=True)
-            box.run("alone", command, wrap=observe.watch_prefix(trace / "alone") if watched else ())
-            if watched:
-                box.fields["traces"] = {"alone": observe.file_events(trace / "alone", box.launcher.cwd,
-                                                                     str(box.sandbox.root))}
+            Serial(box, watched=watched).run([("alone", box.argv(command), None)])
 
     _side_by_side_if_alone(ctx, *(lambda c, w, n=name, cmd=command, r=round_: alone(c, w, n, cmd, r)
                                   for name, command in (("contender", lock.contender),

@@ -28,13 +28,11 @@ def run(ctx: Context) -> None:
         name = "with session ids" if with_ids else "without session ids"
         ctx.say(f"session: {ctx.parallel} parallel runs {name}")
         with ctx.box(SessionRun, name) as box:
-            trace_dir = box.sandbox.private / "trace"
-            trace_dir.mkdir()
             # Traced and amplified like a workload round: the trace shows the temp paths, the delays make any
             # clobbering of outputs likely to show as well.
             wrap: Any = None
             if ctx.strace:
-                wrap = lambda label: observe.amplify_prefix(trace_dir / label, box.rng.randint(*DELAY_MS))  # noqa: E731
+                wrap = lambda label: observe.amplify_prefix(box.trace_dir / label, box.rng.randint(*DELAY_MS))  # noqa: E731
             token = box.token()
             ids = [f"sess{i}-{token}" for i in range(ctx.parallel)] if with_ids else None
             box.fields.update(with_ids=with_ids, traced=ctx.strace,
@@ -42,6 +40,4 @@ def run(ctx: Context) -> None:
             box.fields["runs"] = run_outputs(ctx, box, command, "run", session_flag=session.flag if with_ids else None,
                                              session_env=session.env if with_ids else None, wrap=wrap, session_ids=ids)
             if ctx.strace:
-                root = str(box.sandbox.root)
-                box.fields["traces"] = {label: observe.file_events(trace_dir / label, box.launcher.cwd, root)
-                                        for label in box.fields["runs"]}
+                box.fields["traces"] = {label: box.file_ops(label) for label in box.fields["runs"]}

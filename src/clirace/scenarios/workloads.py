@@ -69,17 +69,14 @@ class Serial:
         self.box, self.reverse, self.watched = box, reverse, watched
 
     def run(self, jobs: list[Any]) -> None:
-        trace_dir = self.box.sandbox.private / "trace"
         if self.watched:
-            trace_dir.mkdir(exist_ok=True)
             self.box.fields["traces"] = {}
         unknown_in_a_row = 0
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
-            wrap = observe.watch_prefix(trace_dir / label) if self.watched else ()
+            wrap = observe.watch_prefix(self.box.trace_dir / label) if self.watched else ()
             inv = self.box.run_argv(label, argv, env, wrap=wrap)
             if self.watched:
-                self.box.fields["traces"][label] = observe.file_events(trace_dir / label, self.box.launcher.cwd,
-                                                                       str(self.box.sandbox.root))
+                self.box.fields["traces"][label] = self.box.file_ops(label)
             unknown_in_a_row = unknown_in_a_row + 1 if inv.outcome is Outcome.UNKNOWN else 0
             if unknown_in_a_row == 2:  # it hangs or crashes alone (one slow first run is allowed): stop here,
                 # since every command after this one would only wait for its deadline too
@@ -93,19 +90,16 @@ class Parallel:
 
     def __init__(self, box: Box, amplified: bool, meet: Aim | None = None):
         self.box, self.amplified, self.meet = box, amplified, meet
-        self.trace_dir = box.sandbox.private / "trace"
 
     def wrap(self, label: str) -> list[str]:
         if self.meet is not None:
-            self.trace_dir.mkdir(exist_ok=True)
             paths = [str(self.box.sandbox.root / p) for p in self.meet.paths]
-            return commit_point_prefix(self.trace_dir / label, paths, self.meet.calls, cwd=self.box.launcher.cwd)
+            return commit_point_prefix(self.box.trace_dir / label, paths, self.meet.calls, cwd=self.box.launcher.cwd)
         if not self.amplified:
             return []
         delay = self.box.rng.randint(*DELAY_MS)
         self.box.fields.setdefault("delays_ms", {})[label] = delay
-        self.trace_dir.mkdir(exist_ok=True)
-        return observe.amplify_prefix(self.trace_dir / label, delay)
+        return observe.amplify_prefix(self.box.trace_dir / label, delay)
 
     def run(self, jobs: list[Any]) -> None:
         """jobs: (label, full argv, extra env, [ignored wrap]); the amplifier wraps each when on."""
@@ -115,9 +109,7 @@ class Parallel:
             return
         self.box.together(wrapped)
         if self.amplified:
-            root = str(self.box.sandbox.root)
-            self.box.fields["traces"] = {label: observe.file_events(self.trace_dir / label, self.box.launcher.cwd, root)
-                                         for label, *_ in jobs}
+            self.box.fields["traces"] = {label: self.box.file_ops(label) for label, *_ in jobs}
 
 
     def _meet(self, jobs: list[Any]) -> None:
@@ -127,7 +119,7 @@ class Parallel:
         box = self.box
         runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
         box._running.extend(runnings)
-        meeting = RendezvousRun.of(runnings, self.trace_dir)
+        meeting = RendezvousRun.of(runnings, box.trace_dir)
         try:
             meeting.wait_all_arrived()
             meeting.release_in_turn()
