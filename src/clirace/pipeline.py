@@ -52,6 +52,8 @@ class Result:
     kept: str | None = None
     notes: list[str] = field(default_factory=list)
     observed_lines: list[str] = field(default_factory=list)
+    gate: Any = None  # gate.Gate, once a command evaluated it with the user's options (reports show it)
+    comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
 
     def replay(self, check: str | None = None) -> str:
         """The command that runs this check again with every choice the same (seed and options)."""
