@@ -37,6 +37,8 @@ class Options:
     keep: bool = False
     strace: bool = True
     allow_outside_sandbox: bool = False
+    confidence: float | None = None  # --confidence/--rate, recorded with the rounds they asked for
+    rate: float | None = None
 
 
 @dataclass
@@ -98,7 +100,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
                            only=options.only,
-                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox),
+                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox,
+                           confidence=options.confidence, rate=options.rate),
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
                                 parallel=parallel))
     if on_history:

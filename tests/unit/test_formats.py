@@ -61,11 +61,13 @@ def test_github_annotations_are_escaped_and_located():
     assert "\x1b" not in cr202 and "\\x1b]52" in cr202
 
 
-def test_junit_has_one_testcase_per_criterion_and_skips_the_untested():
+def test_junit_has_a_gate_testcase_then_one_per_criterion_and_skips_the_untested():
     res = result()
     suite = ET.fromstring(to_junit(res)).find("testsuite")
     cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == [c.id for c in res.criteria]
+    assert [c.get("name") for c in cases] == ["gate"] + [c.id for c in res.criteria]
+    gate = cases[0].find("failure")  # the hostile history loses an increment: silent corruption fails the gate
+    assert gate.get("type") == "gate" and "CR101" in gate.get("message") and int(suite.get("failures")) >= 1
     skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
     assert skipped == [c.id for c in res.criteria if c.status not in ("pass", "fail")]
     failed = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
