@@ -308,10 +308,10 @@ def explain(code: str = typer.Argument(..., help="A finding code or its name, e.
     from .rubric import rules
 
     names = {rule["name"]: c for c, rule in rules().items()}
-    code = names.get(code.lower(), code.upper())
+    given, code = code, names.get(code.lower(), code.upper())
     if code not in rules():
-        guess = did_you_mean(code, sorted(rules()), "{}") or did_you_mean(code.lower(), sorted(names), "{}")
-        raise errors.UsageError(f"{code!r} is not a clirace finding code or name"
+        guess = did_you_mean(code, sorted(rules()), "{}") or did_you_mean(given.lower(), sorted(names), "{}")
+        raise errors.UsageError(f"{given!r} is not a clirace finding code or name"
                                 + (f"; did you mean {guess}?" if guess else "."), hint="`clirace checks` lists them all.")
     import shutil
     print(as_text(code, width=max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))), end="")

@@ -8,6 +8,7 @@ bold and dim), nothing else: the layout is the same.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from rich import box
@@ -29,8 +30,12 @@ WORD = {"pass": "pass", "fail": "FAIL", "not_tested": "not tested", "unknown": "
 PIPE_WIDTH = 100
 
 
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+
+
 class _NoTrailingSpace:
-    """A file wrapper that drops the spaces Rich pads table cells with at the end of each line."""
+    """A file wrapper that drops the spaces Rich pads table cells with at the end of each line (before the
+    colour codes that close the line, when coloured)."""
 
     def __init__(self, file):
         self.file, self.pending = file, ""
@@ -39,12 +44,12 @@ class _NoTrailingSpace:
         lines = (self.pending + text).split("\n")
         self.pending = lines.pop()
         if lines:
-            self.file.write("".join(line.rstrip() + "\n" for line in lines))
+            self.file.write("".join(_TRAILING.sub(r"\1", line) + "\n" for line in lines))
         return len(text)
 
     def flush(self) -> None:
-        if self.pending.rstrip():
-            self.file.write(self.pending.rstrip())
+        if self.pending.strip():
+            self.file.write(_TRAILING.sub(r"\1", self.pending))
         self.pending = ""
         self.file.flush()
 
