@@ -124,8 +124,8 @@ def render_text(result, out: Console) -> None:
         out.print(Text("Findings", style="bold"))
         for f, others in grouped(findings):
             style = {"corruption": "bold red", "error": "red"}.get(f.severity, "cyan")
-            out.print(_indented(Text.assemble((f"{f.code} {f.rule['name']}", style), f" [{f.severity}] ",
-                                              safe(f.message())), 0))
+            out.print(Text.assemble((f"{f.code} {f.rule['name']}", style), f" [{f.severity}]"))
+            say(safe(f.message()), 4)
             ev = f.evidence
             shown, hidden = shown_invocations(ev)
             for inv in shown:
