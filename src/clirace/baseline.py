@@ -160,7 +160,7 @@ def _fixed_detail(old: Snapshot, new: Snapshot, check_id: str) -> tuple[str, str
         return UNDECIDED, f"not seen now, but {check_id} did not decide: {now.get('summary') or 'it did not run'}"
     before, after = _rounds(old.checks.get(check_id)), _rounds(now)
     if after is None:
-        return FIXED, f"seen before; not now: {check_id} {'passed' if status == 'pass' else 'ran'} (one trial)"
+        return FIXED, f"seen before; not now ({check_id} {'passed' if status == 'pass' else 'still fails'})"
     rounds, failed = after
     said = f"failed {before[1]} of {before[0]} rounds before; " if before else ""
     said += f"0 of {rounds} now"

@@ -194,8 +194,8 @@ def _comparison(comparison, out: Console, safe) -> None:
     from .compare import lines
     out.print(Text(f"Compared with {safe(comparison.old.source)}", style="bold"))
     for status, subject, detail in lines(comparison):
-        out.print(_indented(Text.assemble((f"{status:9} ", COMPARE_STYLE.get(status, "")), (subject, "bold"),
-                                          f" {safe(detail)}"), 2))
+        out.print(_indented(Text.assemble((f"{status:9} ", COMPARE_STYLE.get(status, "")),
+                                          (f"{subject} " if subject else "", "bold"), safe(detail)), 2))
 
 
 COMPARE_STYLE = {"fixed": "green", "new": "bold red", "still": "yellow", "undecided": "magenta"}
