@@ -201,8 +201,9 @@ class ScoreItem(_SpecItem):
 def _below(result, minimum: int) -> str:
     """The short failure of a score below `minimum`: the headline (what stops the next level, and the change that
     would move it) and the command that replays the run."""
+    from .report._locate import display_path
     from .report._safe import replay
-    return (f"clirace score {result.score.score} < {minimum} for {_clean(result, result.spec_path)}\n"
+    return (f"clirace score {result.score.score} < {minimum} for {display_path(result.spec_path)}\n"
             f"{_clean(result, result.score.headline())}\nreplay: {replay(result, result.replay())}")
 
 

@@ -23,4 +23,18 @@ def test_fixture_gates_on_score(pytester, minimum, passes):
         result.assert_outcomes(passed=1)
     else:
         result.assert_outcomes(failed=1)
-        result.stdout.fnmatch_lines(["*clirace score 0 < 2*", "*CR202*"])
+        result.stdout.fnmatch_lines(["*AssertionError: clirace score 0 < 2 for *level1/clirace.yaml",
+                                     "*score 0/3: level 1 needs no-silent-corruption (not tested: run without --only*",
+                                     "*replay: clirace check *level1/clirace.yaml --seed 3 --only lock-excludes*"])
+        assert "<details>" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_clirace_seed_fixes_the_seed_of_a_call_that_gives_none(pytester):
+    pytester.makepyfile(f"""
+        def test_seeded(clirace):
+            outcome = clirace({str(FIXTURES / "level1" / "clirace.yaml")!r}, only=("lock-excludes",))
+            assert outcome.result.seed == 7
+    """)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--clirace-seed", "7").assert_outcomes(passed=1)
