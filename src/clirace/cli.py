@@ -1,8 +1,8 @@
-"""`clirace` on the command line. Exit codes: 0 score >= --min-score, 1 below it, 2 bad spec or usage,
-3 internal error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
+"""`clirace` on the command line. Exit codes: 0 the gate passed (or --exit-zero), 1 it failed (silent corruption,
+a score below --min-score, a regression against --baseline; `diff`: a regression), 2 bad spec, option or path,
+3 internal error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM). See gate.py."""
 from __future__ import annotations
 
-import signal
 import sys
 from enum import Enum
 from pathlib import Path
@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from . import errors
+from ._checking import Terminated, check_each
 from ._outputs import FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -21,10 +22,6 @@ app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=No
 Format = Enum("Format", {name: name for name in FORMATS}, type=str)  # one list of formats: _outputs.FORMATS
 DiffFormat = Enum("DiffFormat", {name: name for name in ("text", "json", "markdown", "github")}, type=str)
 Color = Enum("Color", {name: name for name in ("auto", "always", "never")}, type=str)
-
-
-class Terminated(BaseException):
-    """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
 
 
 FORMAT_HELP = ("Format on stdout (or -o): text (a table), json, markdown (a pull request or step summary), github "
@@ -96,79 +93,13 @@ def check(
                    strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate)
     adopt_orphans()  # this process is clirace's own: it may adopt (and end) what its targets orphan
     with _pinned(outputs, paths) as pinned:
-        items = _check_each(paths, opts, needed, outputs, pinned, quiet=quiet, keep=keep)
+        items = check_each(paths, opts, needed, lambda done: _emit(done, outputs, pinned), quiet=quiet, keep=keep,
+                           raise_spec_errors=len(paths) == 1 and not outputs.paths() and outputs.format == "text")
         for item in items:
             if hasattr(item, "score"):
                 _gate(item, min_score, exit_zero, old)
         _emit(items, outputs, pinned)
     raise typer.Exit(_exit_code(items))
-
-
-def _check_each(paths: list[Path], opts, needed: Optional[int], outputs, pinned, *, quiet: bool, keep: bool) -> list:
-    """Each spec checked in turn: its Result, or a Failed for a spec that could not be checked. Ctrl-C or SIGTERM
-    ends the run with what was checked so far (and the partial result of the spec under way) written out."""
-    from dataclasses import replace
-
-    from .pipeline import judge, run
-    from .report._failed import Failed
-    from .spec import load_spec
-
-    items: list = []
-    seen: dict = {}
-
-    def on_signal(signum, frame):
-        # The first Ctrl-C or SIGTERM stops the run; the next ones must not cut short the cleanup it starts
-        # (ending the children, removing the sandboxes), so they are only noted.
-        if "signal" in seen:
-            if not seen.get("told"):
-                seen["told"] = True
-                print("clirace: stopping: ending children and removing sandboxes...", file=sys.stderr, flush=True)
-            return
-        seen["signal"] = signum
-        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
-
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    with _Progress(quiet) as progress:
-        try:
-            for sig, handler in previous.items():
-                if handler is not signal.SIG_IGN:  # e.g. SIGINT in a job a shell started in the background
-                    signal.signal(sig, on_signal)
-            for path in paths:
-                seen.pop("h", None)
-                if len(paths) > 1:
-                    progress.say(f"{path}")
-                try:
-                    spec = load_spec(path, allow_outside_sandbox=opts.allow_outside_sandbox)
-                    mine = replace(opts, rounds=max(opts.rounds or spec.rounds, needed)) if needed else opts
-                    result = run(spec, mine, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
-                except errors.SpecError as exc:
-                    if len(paths) == 1 and not outputs.paths() and outputs.format == "text":
-                        raise  # nothing to write it into: the error paragraph on stderr says it all
-                    print(f"clirace: {exc.paragraph()}", file=sys.stderr)
-                    items.append(Failed(str(path), exc))
-                    continue
-                if keep and result.kept:
-                    print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
-                items.append(result)
-        except (KeyboardInterrupt, Terminated) as stop:
-            progress.stop()
-            code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
-            if "h" in seen:
-                partial = judge(seen["h"])
-                partial.interrupted = True
-                partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
-                items.append(partial)
-            if items:
-                _emit(items, outputs, pinned)
-            kept = seen["h"].kept if keep and "h" in seen else None
-            how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
-            print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
-                  "sandboxes removed."), file=sys.stderr)
-            raise typer.Exit(code)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    return items
 
 
 def _gate(result, min_score: int, exit_zero: bool, old) -> None:
@@ -239,7 +170,8 @@ def diff(
             pinned.destination("-o", output).write(text if text.endswith("\n") else text + "\n")
         else:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    raise typer.Exit(errors.EXIT_BELOW_MIN_SCORE if comparison.regressions() else errors.EXIT_OK)
+    from .gate import EXIT_GATE_FAILED
+    raise typer.Exit(EXIT_GATE_FAILED if comparison.regressions() else errors.EXIT_OK)
 
 
 @app.command()
@@ -379,40 +311,6 @@ def _emit(items, outputs, pinned) -> None:
     from ._outputs import emit
 
     emit(items, outputs, pinned)
-
-
-class _Progress:
-    """A live status line on a terminal's stderr; plain lines on stderr otherwise."""
-
-    def __init__(self, quiet: bool = False):
-        self.live = sys.stderr.isatty() and not quiet
-        self.quiet = quiet
-        self.status = None
-
-    def __enter__(self):
-        if self.live:
-            from rich.console import Console
-            self.status = Console(stderr=True).status("starting")
-            self.status.start()
-        return self
-
-    def say(self, text: str) -> None:
-        if self.quiet:
-            return
-        if self.status:
-            self.status.update(text)
-        else:
-            # One write per line: experiments that run side by side report from several threads.
-            sys.stderr.write(f"clirace: {text}\n")
-            sys.stderr.flush()
-
-    def stop(self):
-        if self.status:
-            self.status.stop()
-            self.status = None
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def main() -> None:
