@@ -316,8 +316,8 @@ def emit(items, outputs: Outputs, pinned: Pinned | None = None) -> None:
             write("--report", path, _terminated(RENDERERS[fmt](items)))
         if outputs.output:
             write("-o", outputs.output, _terminated(RENDERERS[outputs.format](items)))
-        elif outputs.format == "text":
-            render_all(items, console(color=outputs.color))
+        elif outputs.format == "text":  # a spec that could not be checked was said on stderr already
+            render_all([item for item in items if hasattr(item, "score")], console(color=outputs.color))
         else:
             sys.stdout.write(_terminated(RENDERERS[outputs.format](items)))
             sys.stdout.flush()
