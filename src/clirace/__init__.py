@@ -5,7 +5,8 @@ What's here, in pipeline order (each stage a plain function of the previous one'
   scenarios/       plan and launch: experiments in fresh sandboxes (sandbox.py, launch.py, observe.py)
   history.py       what happened: invocations and observed facts, saved and re-judged as JSON
   checks/          one module per check: history -> Verdict with findings (findings.py)
-  rubric.py        rubric/*.yaml applied to verdicts -> criteria and score
+  rubric.py        rubric/*.yaml applied to verdicts -> criteria, score and the headline
+  gate.py          whether the run lets CI go on (corruption, --min-score, a regression against baseline.py)
   report/          text, JSON, Markdown, GitHub, JUnit and SARIF renderings (_outputs.py writes them)
   pipeline.py      the stages wired together; cli.py and pytest_plugin.py are the two front doors
   validate.py, starter.py, explain.py   `clirace validate`, `clirace init`, `clirace explain`

@@ -345,6 +345,10 @@ class RunOptions:
     only: tuple[str, ...] = ()
     strace: bool = True  # False: --no-strace
     allow_outside_sandbox: bool = False
+    # --confidence C --rate R: the rounds were raised so that a race showing in R of rounds would have shown
+    # with probability >= C (`rounds` holds the number run, so the replay repeats it); C also words the bounds.
+    confidence: float | None = None
+    rate: float | None = None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ class Options:
     keep: bool = False
     strace: bool = True
     allow_outside_sandbox: bool = False
+    confidence: float | None = None  # --confidence/--rate, recorded with the rounds they asked for
+    rate: float | None = None
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Result:
     kept: str | None = None
     notes: list[str] = field(default_factory=list)
     observed_lines: list[str] = field(default_factory=list)
+    gate: Any = None  # gate.Gate, once a command evaluated it with the user's options (reports show it)
+    comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
 
     def replay(self, check: str | None = None) -> str:
         """The command that runs this check again with every choice the same (seed and options)."""
@@ -96,7 +100,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
                            only=options.only,
-                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox),
+                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox,
+                           confidence=options.confidence, rate=options.rate),
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
                                 parallel=parallel))
     if on_history:

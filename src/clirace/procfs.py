@@ -65,3 +65,20 @@ def has_open_fifo(pid: int, fifo_id: tuple[int, int]) -> bool:
         if (st.st_dev, st.st_ino) == fifo_id and stat.S_ISFIFO(st.st_mode):
             return True
     return False
+
+
+def open_files(pid: int) -> list[str]:
+    """The files and directories `pid` has open, by path (pipes, sockets, devices and /proc left out)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for fd in sorted(fds, key=int):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/") and not target.startswith(("/dev/", "/proc/")):
+            out.append(target)
+    return out

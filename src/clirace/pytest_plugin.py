@@ -11,8 +11,10 @@ Two ways in:
 
 * The `clirace` fixture: call it with a spec path (relative paths are resolved against the test file's
   directory) and get an outcome with `.score` (int), `.result` (the Result), `.criterion(id)` (its status
-  string: "pass", "fail" or "not_tested") and `.assert_score(n)`, which fails with the Markdown report when
-  the score is below n. Two tests on one spec with the same options share one check.
+  string: "pass", "fail", "not_tested" or "unknown"; an id that is no criterion is an error naming the nearest)
+  and `.assert_score(n)`, which fails with a short message (the headline and the replay) when the score is
+  below n. Two tests on one spec with the same options share one check. `--clirace-seed N` fixes the seed of
+  every check the plugin runs (a call's own `seed=` wins).
 
     def test_concurrency(clirace):
         clirace("tool.clirace.yaml").assert_score(2)
@@ -29,17 +31,54 @@ import pytest
 SUFFIX = ".clirace.yaml"
 
 
+MIN_SCORE_HELP = "Fail a *.clirace.yaml file's score item below this, 0-3 (default: ini clirace_min_score, 0)."
+ROUNDS_HELP = "Parallel rounds per workload for collected *.clirace.yaml files, 1-100 (default: the spec's)."
+SEED_HELP = "Seed of every check the plugin runs, for a run that repeats (default: a fresh one, printed on failure)."
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("clirace")
-    group.addoption("--clirace-min-score", type=int, default=None,
-                    help="Fail a *.clirace.yaml file's score item below this (default: ini clirace_min_score, 0).")
-    group.addoption("--clirace-rounds", type=int, default=None,
-                    help="Parallel rounds per workload for collected *.clirace.yaml files (default: the spec's).")
-    parser.addini("clirace_min_score", "Minimum score for collected *.clirace.yaml files.", default="0")
+    group.addoption("--clirace-min-score", type=int, default=None, help=MIN_SCORE_HELP)
+    group.addoption("--clirace-rounds", type=int, default=None, help=ROUNDS_HELP)
+    group.addoption("--clirace-seed", type=int, default=None, help=SEED_HELP)
+    parser.addini("clirace_min_score", MIN_SCORE_HELP, default="0")
 
 
 def pytest_configure(config):
+    """Bad values stop the session here, before any check runs (a check can take a minute)."""
     config.addinivalue_line("markers", "clirace: an item collected from a *.clirace.yaml spec file")
+    _min_score(config)
+    for option, low, high in (("clirace_rounds", 1, 100), ("clirace_seed", 0, 2**63 - 1)):
+        value = config.getoption(option)
+        if value is not None and not low <= value <= high:
+            raise pytest.UsageError(f"--{option.replace('_', '-')} {value}: expected {low} to {high}.")
+
+
+def _min_score(config) -> int:
+    option = config.getoption("clirace_min_score")
+    if option is not None:
+        if not 0 <= option <= 3:
+            raise pytest.UsageError(f"--clirace-min-score {option}: expected 0 to 3.")
+        return option
+    raw = config.getini("clirace_min_score")
+    try:
+        value = int(str(raw).strip() or 0)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 3:
+        where = f" (in {config.inipath})" if getattr(config, "inipath", None) else ""
+        raise pytest.UsageError(f"clirace_min_score = {raw!r}{where}: expected an integer from 0 to 3.")
+    return value
+
+
+def _options(config, names=("seed",), **given) -> dict:
+    """A call's options, with the session's --clirace-seed (and for collected files --clirace-rounds) where the
+    call gives none."""
+    for name in names:
+        value = config.getoption(f"clirace_{name}")
+        if value is not None and given.get(name) is None:
+            given[name] = value
+    return given
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -109,8 +148,7 @@ class SpecFile(pytest.File):
         yield ScoreItem.from_parent(self, name="score")
 
     def result(self):
-        rounds = self.config.getoption("clirace_rounds")
-        return _run_once(self.config, self.path.resolve(), **({"rounds": rounds} if rounds else {}))
+        return _run_once(self.config, self.path.resolve(), **_options(self.config, ("seed", "rounds")))
 
 
 class _SpecItem(pytest.Item):
@@ -155,13 +193,18 @@ class CriterionItem(_SpecItem):
 class ScoreItem(_SpecItem):
     def runtest(self):
         result = self.parent.result()
-        option = self.config.getoption("clirace_min_score")
-        minimum = option if option is not None else int(self.config.getini("clirace_min_score") or 0)
+        minimum = _min_score(self.config)
         if result.score.score < minimum:
-            blocked = "; ".join(f"{c.id} is {getattr(c.status, 'value', c.status)}" for c in result.score.blocked_by)
-            raise CriterionFailed(f"clirace score {result.score.score} < {minimum}: {result.score.line}"
-                                  + (f"\nnot higher: {blocked}" if blocked else "")
-                                  + f"\nreplay: {_clean(result, result.replay())}")
+            raise CriterionFailed(_below(result, minimum))
+
+
+def _below(result, minimum: int) -> str:
+    """The short failure of a score below `minimum`: the headline (what stops the next level, and the change that
+    would move it) and the command that replays the run."""
+    from .report._locate import display_path
+    from .report._safe import replay
+    return (f"clirace score {result.score.score} < {minimum} for {display_path(result.spec_path)}\n"
+            f"{_clean(result, result.score.headline())}\nreplay: {replay(result, result.replay())}")
 
 
 def _clean(result, text) -> str:
@@ -181,7 +224,8 @@ def _failure_text(result, crit) -> str:
         if f.rule.get("fix"):
             lines.append(f"    fix: {f.rule['fix']}")
         if f.evidence.replay:
-            lines.append(f"    replay: {_clean(result, f.evidence.replay)}")
+            from .report._safe import replay
+            lines.append(f"    replay: {replay(result, f.evidence.replay)}")
     return "\n".join(lines)
 
 
@@ -194,13 +238,27 @@ class _Outcome:
 
     def criterion(self, criterion_id: str) -> str:
         """The criterion's status as a plain string: "pass", "fail", "not_tested" or "unknown"."""
-        status = next(c.status for c in self.result.criteria if c.id == criterion_id)
-        return getattr(status, "value", status)
+        __tracebackhide__ = True
+        found = next((c for c in self.result.criteria if c.id == criterion_id), None)
+        if found is None:
+            raise UnknownCriterion(criterion_id, [c.id for c in self.result.criteria])
+        return getattr(found.status, "value", found.status)
 
     def assert_score(self, minimum: int) -> None:
+        """Fail the calling test, shortly (the headline and the replay), when the score is below `minimum`."""
+        __tracebackhide__ = True
         if self.score < minimum:
-            from .report import to_markdown
-            raise AssertionError(f"clirace score {self.score} < {minimum}\n\n{to_markdown(self.result)}")
+            raise AssertionError(_below(self.result, minimum))
+
+
+class UnknownCriterion(LookupError):
+    """`outcome.criterion(id)` with an id that is no criterion of the rubric."""
+
+    def __init__(self, given: str, ids: list[str]):
+        from ._spec_messages import did_you_mean
+        guess = did_you_mean(given, ids)
+        super().__init__(f"{given!r} is not a clirace criterion" + (f"; did you mean {guess}?" if guess else ".")
+                         + f" Criteria: {', '.join(ids)}.")
 
 
 @pytest.fixture
@@ -213,7 +271,7 @@ def clirace(request):
         path = Path(spec_path)
         path = path if path.is_absolute() else here / path
         try:
-            return _Outcome(_run_once(request.config, path.resolve(), **options))
+            return _Outcome(_run_once(request.config, path.resolve(), **_options(request.config, **options)))
         except CliraceError as exc:
             raise _with_location(exc)
     return run

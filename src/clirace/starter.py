@@ -41,8 +41,10 @@ lock:                          # levels 1-3: how the tool's lock behaves when it
     park:                      # - a real invocation, parked while it reads this file (made a named pipe)
       command: ["config", "set", "holder", "1"]
       fifo: "{config_home}/mytool/config.json"
+      invalid_content: "not json"   # TODO what the holder then reads to fail with the lock taken (level 2:
+                                    #   release after an error); or instead, error_command below
     # take: {path: "{state_home}/mytool/lock", kind: flock}   # - clirace takes the lock itself
-  # error_command: ["queue", "claim"]              # takes the lock, then fails (tests release on error)
+  # error_command: ["queue", "claim"]              # takes the lock, then fails (level 2 needs it, or invalid_content)
   # wait_option: ["--lock-timeout", "{timeout_ms}"] # level 3: a bounded wait for the lock
 # session:                     # level 3: temp files namespaced by a session id
 #   flag: ["--session-id", "{session_id}"]

@@ -108,4 +108,6 @@ def test_a_setup_command_that_fails_is_a_spec_error_not_a_crash(tmp_path):
     assert proc.returncode == 2, proc.stderr  # once a bug: "internal error: generator didn't yield", exit 3
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
     assert "does not fit the tool" in proc.stderr and "setup command" in proc.stderr, proc.stderr
-    assert "failed (exit 3" in proc.stderr and proc.stdout == ""
+    assert "failed (exit 3" in proc.stderr
+    error = json.loads(proc.stdout)["error"]  # the JSON asked for describes the spec error
+    assert error["kind"] == "spec error" and "does not fit the tool" in error["message"]

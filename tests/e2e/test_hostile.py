@@ -119,7 +119,8 @@ def test_hostile_target_that_fails_alone_is_a_spec_error_in_time(name, no_leftov
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     assert "does not fit the tool" in proc.stderr and words in proc.stderr, proc.stderr
     assert "\x1b" not in proc.stderr and "\x00" not in proc.stderr, repr(proc.stderr[:300])
-    assert proc.stdout == "" and invocations(trials, "inc-") == []  # nothing ran in parallel
+    assert json.loads(proc.stdout)["error"]["kind"] == "spec error"  # the JSON asked for says what went wrong
+    assert invocations(trials, "inc-") == []  # nothing ran in parallel
     assert os.listdir(no_leftovers.tmpdir) == [], "sandboxes left behind"
     assert os.listdir(no_leftovers.home) == [], "clirace wrote into HOME"
 

@@ -9,7 +9,7 @@ from clirace.rubric import load_section
 
 from ..conftest import FIXTURES, ROOT, run_clirace
 
-SARIF_SCHEMA = ROOT.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 IDS = [c["id"] for level in load_section("s15")["levels"] for c in level.get("criteria", [])]
 
 
@@ -29,5 +29,5 @@ def test_one_run_writes_markdown_json_junit_and_sarif(tmp_path):
     assert data["score"] == 3
     jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(json.loads(paths["sarif"].read_text()))
     cases = ET.parse(paths["junit"]).getroot().iter("testcase")
-    assert [c.get("name") for c in cases] == IDS
+    assert [c.get("name") for c in cases] == ["gate", *IDS]
     assert paths["markdown"].read_text().startswith("## clirace: §15")

@@ -3,6 +3,7 @@ refused before anything runs. `judge` on a literal history launches no target; `
 import json
 import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from clirace._outputs import Outputs, check_all, parse_report
 from clirace.errors import UsageError
+from clirace.pipeline import judge
 
 from ..conftest import FIXTURES, run_clirace
 from .hostile import hostile_history
@@ -70,3 +72,99 @@ def test_a_report_replaces_the_old_file_whole_and_leaves_no_temp_file(saved, tmp
     assert run_clirace("judge", saved, "--report", f"markdown={target}").returncode in (0, 1)
     assert target.read_text().startswith("## clirace") and (target.stat().st_mode & 0o777) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "r.md"]
+
+
+# --- paths swapped while the run went on (issue 19, item 3): pinned at the start, never followed at the end ----
+
+from clirace._outputs import Destination, PathChanged, emit  # noqa: E402
+
+
+def swapped(tmp_path, how):
+    """A destination pinned while its path held nothing, then swapped the way a target could swap it."""
+    path = tmp_path / "history.json"
+    destination = Destination("--history", path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("the user's")
+    if how == "directory":
+        path.mkdir()
+        (path / "inside").write_text("x")
+    elif how == "fifo":
+        os.mkfifo(path)
+    elif how == "link":
+        os.symlink(victim / "keep", path)
+    elif how == "file":
+        path.write_text("planted")
+    return destination, path, victim
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("how", ["directory", "fifo", "link", "file"])
+def test_a_path_swapped_during_the_run_is_an_error_naming_it_and_nothing_is_followed(tmp_path, how):
+    destination, path, victim = swapped(tmp_path, how)
+    before = {p.name: p.read_bytes() for p in victim.iterdir()}
+    with pytest.raises(PathChanged, match=re.escape(f"--history {path}")) as error:
+        destination.write("new")
+    destination.close()
+    assert error.value.exit_code == 2
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == before
+    kind = {"directory": os.path.isdir, "fifo": lambda p: stat.S_ISFIFO(os.lstat(p).st_mode),
+            "link": os.path.islink, "file": os.path.isfile}[how]
+    assert kind(path)  # still what the target put there: not replaced, not written into
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_directory_swapped_for_a_link_is_an_error(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    destination = Destination("-o", reports / "r.json")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    reports.rename(tmp_path / "moved")
+    os.symlink(elsewhere, reports)
+    with pytest.raises(PathChanged, match="its directory"):
+        destination.write("x")
+    destination.close()
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_given_by_the_user_is_written_in_place_and_one_without_reader_does_not_hang(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    destination = Destination("--report", fifo)
+    with pytest.raises(UsageError, match="no reader"):
+        destination.write("x")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        destination.write("through the pipe")
+        assert os.read(reader, 100) == b"through the pipe"
+    finally:
+        os.close(reader)
+        destination.close()
+
+
+def test_the_step_summary_is_appended_to(tmp_path, monkeypatch):
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("# an earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    destination = Destination("--report", summary)
+    destination.write("## clirace\n")
+    destination.close()
+    assert summary.read_text() == "# an earlier step\n\n## clirace\n"
+    other = tmp_path / "other.md"
+    other.write_text("old")
+    Destination("--report", other).write("new")
+    assert other.read_text() == "new"
+
+
+def test_emit_writes_every_other_report_before_it_fails_on_a_swapped_one(tmp_path):
+    outputs = Outputs("json", tmp_path / "r.json", (("junit", tmp_path / "r.xml"),), tmp_path / "h.json")
+    pinned = check_all(outputs)
+    (tmp_path / "h.json").mkdir()
+    result = judge(hostile_history())
+    with pytest.raises(PathChanged, match=re.escape(f"--history {tmp_path / 'h.json'}")):
+        emit(result, outputs, pinned)
+    pinned.close()
+    assert json.loads((tmp_path / "r.json").read_text())["spec"] == result.spec_path
+    assert ET.parse(tmp_path / "r.xml").getroot().tag == "testsuites"

@@ -5,6 +5,7 @@ import xml.etree.ElementTree as ET
 import jsonschema
 
 from clirace.pipeline import judge
+from clirace.registry import EXPERIMENTS
 from clirace.report import to_github, to_junit, to_sarif
 from clirace.report._locate import Locator, display_path
 from clirace.report.github import escape_data, escape_property
@@ -14,7 +15,7 @@ from ..conftest import FIXTURES, ROOT
 from .hostile import hostile_history
 
 LEVEL3 = FIXTURES / "level3" / "clirace.yaml"
-SARIF_SCHEMA = ROOT.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 
 
 def line_of(path, prefix: str) -> int:
@@ -29,12 +30,25 @@ def result(spec=LEVEL3):
 
 def test_each_check_points_at_the_spec_line_that_declared_what_it_exercised():
     locator = Locator(str(LEVEL3))
-    assert locator.place("lock-error-structured").line == line_of(LEVEL3, "lock:")
+    assert locator.place("lock-error-structured").line == line_of(LEVEL3, "  contender:")
+    assert locator.place("lock-released-on-exit").line == line_of(LEVEL3, "  hold:")
+    assert locator.place("lock-wait-timeout").line == line_of(LEVEL3, "  wait_option:")
     assert locator.place("counter").line == line_of(LEVEL3, "  - kind: counter")
     assert locator.place("claim").line == line_of(LEVEL3, "  - kind: claim")
-    assert locator.place("atomic-config").line == line_of(LEVEL3, "    config:")
+    assert locator.place("atomic-config-writes").line == line_of(LEVEL3, "    config:")
     assert locator.place("session-isolation").line == line_of(LEVEL3, "session:")
+    assert locator.place("hazards").line == line_of(LEVEL3, "workloads:")
     assert Locator("/nonexistent/spec.yaml").place("counter").line == 1
+
+
+def test_every_registered_check_points_at_a_line_of_a_spec_that_exercises_it():
+    """Walks the registry, not a hand list: a check added without a place in _locate.SECTIONS fails here."""
+    locator = Locator(str(LEVEL3))
+    lines = LEVEL3.read_text().splitlines()
+    for check in EXPERIMENTS:
+        place = locator.place(check)
+        assert place.line > 1, check
+        assert not lines[place.line - 1].lstrip().startswith("#"), (check, place)
 
 
 def test_github_annotations_are_escaped_and_located():
@@ -43,15 +57,17 @@ def test_github_annotations_are_escaped_and_located():
     lines = to_github(result()).splitlines()
     assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
     cr202 = next(line for line in lines if "title=CR202" in line)
-    assert cr202.startswith(f"::error file={display_path(str(LEVEL3))},line={line_of(LEVEL3, 'lock:')},col=1,")
+    assert cr202.startswith(f"::error file={display_path(str(LEVEL3))},line={line_of(LEVEL3, '  contender:')},col=3,")
     assert "\x1b" not in cr202 and "\\x1b]52" in cr202
 
 
-def test_junit_has_one_testcase_per_criterion_and_skips_the_untested():
+def test_junit_has_a_gate_testcase_then_one_per_criterion_and_skips_the_untested():
     res = result()
     suite = ET.fromstring(to_junit(res)).find("testsuite")
     cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == [c.id for c in res.criteria]
+    assert [c.get("name") for c in cases] == ["gate"] + [c.id for c in res.criteria]
+    gate = cases[0].find("failure")  # the hostile history loses an increment: silent corruption fails the gate
+    assert gate.get("type") == "gate" and "CR101" in gate.get("message") and int(suite.get("failures")) >= 1
     skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
     assert skipped == [c.id for c in res.criteria if c.status not in ("pass", "fail")]
     failed = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
@@ -68,5 +84,5 @@ def test_sarif_is_valid_2_1_0_with_a_rule_per_code():
     assert all(r["help"]["text"] for r in run["tool"]["driver"]["rules"])
     cr202 = next(r for r in run["results"] if r["ruleId"] == "CR202")
     region = cr202["locations"][0]["physicalLocation"]["region"]
-    assert region["startLine"] == line_of(LEVEL3, "lock:")
+    assert region["startLine"] == line_of(LEVEL3, "  contender:")
     assert run["tool"]["driver"]["rules"][cr202["ruleIndex"]]["id"] == "CR202"

@@ -68,3 +68,23 @@ def test_runner_paths_are_shortened_and_controls_escaped():
     run = f"{tempfile.gettempdir()}/clirace-ab12cd34"
     text = f"{run}/lock-3/home/x {run} {sys.executable} /src/proj/tool.py \x1b[2J\x9b\x00"
     assert clean(text, "/src/proj") == "{sandbox}/home/x {run} {python} {spec_dir}/tool.py \\x1b[2J\\x9b\\x00"
+
+
+def test_the_gate_the_blockers_and_a_comparison_stay_safe_and_clirace_s_own_counts_plain():
+    from clirace import baseline
+    from clirace.report.markdown import plain_or_code
+
+    result = hostile_result()
+    old = baseline.of_result(result, f"before-{HOSTILE[:40]}.json")
+    result.comparison = baseline.compare(old, baseline.of_result(result))
+    result.comparison.notes.append("note " + HOSTILE)
+    markdown = to_markdown(result)
+    assert markdown.splitlines()[0].endswith("gate ❌ failed")
+    toks = tokens(markdown)
+    assert {t.type for t in toks} & {"link_open", "image", "html_inline"} == set()
+    outside = [t.content for t in toks if t.type == "text"]
+    for marker in MARKERS:
+        assert not any(marker in text for text in outside), marker
+    assert any("lost 1 of 1 increments" in text for text in outside)  # clirace's own counts: not in code spans
+    assert plain_or_code("CR111 lost-key: 3 of 3 rounds") == "CR111 lost-key: 3 of 3 rounds"
+    assert plain_or_code("see [x](http://e)").startswith("`")

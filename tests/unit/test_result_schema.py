@@ -32,3 +32,14 @@ def test_json_results_validate_against_the_shipped_schema(result_schema, build):
 def test_version_is_printed():
     proc = run_clirace("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"clirace {__version__}"
+
+
+def test_a_result_with_a_gate_and_a_baseline_and_a_list_of_them_validate(result_schema):
+    from clirace import baseline, gate
+    result = judge(hostile_history())
+    result.comparison = baseline.compare(baseline.of_result(judge(observed_counter_history())),
+                                         baseline.of_result(result))
+    result.gate = gate.evaluate(result, 2, True, result.comparison)
+    data = json.loads(to_json([result, judge(observed_counter_history())]))
+    jsonschema.Draft202012Validator(result_schema).validate(data)
+    assert data[0]["gate"]["enforced"] is False and data[0]["baseline"]["findings"]

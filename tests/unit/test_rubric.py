@@ -3,7 +3,7 @@ import pytest
 
 from clirace.checks import REGISTRY
 from clirace.findings import Evidence, Finding, Verdict
-from clirace.rubric import combine, criteria, load_section, rules, score
+from clirace.rubric import UNDECIDED_HINT, combine, criteria, load_section, rules, score
 
 SECTION = load_section("s15")
 ALL_CHECKS = [c for level in SECTION["levels"] for crit in level.get("criteria", []) for c in crit["checks"]]
@@ -84,3 +84,30 @@ def test_checks_with_the_same_hint_give_it_once():
             for c in ("counter", "keys", "claim", "output")}
     crits = criteria(SECTION, {**verdicts(), **same})
     assert next(c for c in crits if c.id == "no-silent-corruption").to_test == "Run without --only to test it."
+
+
+def test_an_undecided_criterion_whose_check_ran_never_asks_to_add_what_the_spec_has():
+    vs = verdicts()
+    vs["lock-excludes"] = Verdict("lock-excludes", "unknown", "could not decide: the lock holder never held the lock")
+    crit = next(c for c in criteria(SECTION, vs) if c.id == "lock-excludes")
+    assert crit.to_test == UNDECIDED_HINT and "Add lock" not in crit.to_test
+    vs["lock-excludes"] = Verdict("lock-excludes", "not_tested", "the contender was not excluded")
+    assert next(c for c in criteria(SECTION, vs) if c.id == "lock-excludes").to_test == ""
+    untouched = verdicts(lock_excludes="not_applicable")  # nothing in the spec exercised it: the rubric's hint
+    assert next(c for c in criteria(SECTION, untouched) if c.id == "lock-excludes").to_test.startswith("Add lock.")
+
+
+def test_the_headline_names_what_stops_the_next_level_and_the_change_that_would_move_it():
+    vs = verdicts(session_isolation="not_tested")
+    vs["lock-released-on-exit"] = Verdict("lock-released-on-exit", "not_tested", "released after normal; not tested: "
+                                          "error", hint="Add lock.error_command or lock.hold.park.invalid_content.")
+    s = score(SECTION, criteria(SECTION, vs))
+    assert s.headline() == ("score 1/3: level 2 needs lock-released-on-exit (not tested: add lock.error_command or "
+                            "lock.hold.park.invalid_content)")
+    level1 = SECTION["levels"][1]["text"]
+    assert s.level_text() == f"Level 1 in the rubric: {level1} (already met at level 2: lock-error-structured)"
+    failed = verdicts()
+    failed["lock-error-structured"] = Verdict("lock-error-structured", "fail", "s", [Finding("CR202", {}, Evidence())])
+    assert score(SECTION, criteria(SECTION, failed)).headline().startswith(
+        "score 1/3: level 2 needs lock-error-structured (failed: CR202 lock-error-unstructured; fix: print {")
+    assert score(SECTION, criteria(SECTION, verdicts())).headline() == "score 3/3: every criterion passed"

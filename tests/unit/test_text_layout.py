@@ -48,3 +48,25 @@ def test_no_color_removes_colour_and_nothing_else(tmp_path):
     assert "\x1b[" in coloured and "\x1b[" not in ANSI.sub("", coloured)
     assert ANSI.sub("", coloured) == ANSI.sub("", plain)
     assert max(len(line) for line in ANSI.sub("", plain).splitlines()) <= 90  # the terminal's width
+
+
+def test_below_90_columns_evidence_goes_under_its_criterion_and_wrapped_lines_keep_their_indent(tmp_path):
+    env = {**os.environ, "COLUMNS": "60"}
+    lines = run_clirace("judge", saved(tmp_path), env=env).stdout.splitlines()
+    assert lines[0].startswith("clirace gate failed: silent corruption")
+    table = lines[lines.index("§15 Race Conditions & Concurrency") + 1:lines.index("Findings") - 1]
+    heads = [n for n, line in enumerate(table) if re.match(r"[0-9] \S+  \S", line)]
+    assert [table[n].split()[1] for n in heads] == IDS  # one line per criterion: level, id, status
+    assert all(line.startswith("    ") for n, line in enumerate(table) if n not in heads)  # evidence, indented
+    findings = lines[lines.index("Findings") + 1:]
+    findings = findings[:next(n for n, line in enumerate(findings) if not line)]
+    assert all(re.match(r"CR[0-9]{3} \S+ \[\w+\]$", line) or line.startswith("    ") for line in findings), findings
+    assert any(len(line) > 50 for line in findings)  # long enough to have wrapped
+
+
+def test_at_100_columns_the_criteria_are_a_table_and_the_score_headline_closes_the_report(tmp_path):
+    env = {**os.environ, "COLUMNS": "100"}
+    lines = run_clirace("judge", saved(tmp_path), env=env).stdout.splitlines()
+    assert any(re.match(r"lvl +criterion +status +evidence", line) for line in lines)
+    score = next(n for n, line in enumerate(lines) if line.startswith("score 0/3: level 1 needs"))
+    assert any(line.startswith("  Level 0 in the rubric:") for line in lines[score + 1:])

@@ -1,5 +1,6 @@
 """`clirace validate` and `clirace init`, through the real CLI. Nothing of any tool is run."""
 import os
+import re
 
 import pytest
 
@@ -72,7 +73,11 @@ def test_init_writes_a_starter_that_validates_once_it_names_a_real_program(tmp_p
     text = (tmp_path / "clirace.yaml").read_text()
     assert text.startswith(schema_line()) and "$schema=" in text.splitlines()[0]
     (tmp_path / "clirace.yaml").write_text(text.replace('["mytool"]', '["true"]'))
-    assert run_clirace("validate", "clirace.yaml", cwd=tmp_path).returncode == 0
+    validated = run_clirace("validate", "clirace.yaml", cwd=tmp_path)
+    assert validated.returncode == 0
+    # every key level 2 needs is in the starter: release after an error too (lock.hold.park.invalid_content)
+    assert re.search(r"level 2  lock-released-on-exit +will test", validated.stdout), validated.stdout
+    assert "error_command" in text
     again = run_clirace("init", cwd=tmp_path)
     assert again.returncode == 2 and "--force" in again.stderr
 

@@ -132,7 +132,10 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
         what = tally(findings) if tally else first.message()
         summary = f"{what} in {len(failed_rounds)} of {len(judged)} rounds ({how})"
         if 0 < len(failed_rounds) < len(judged):
-            summary += f"; non-deterministic: rounds {', '.join(str(t.round + 1) for t in failed_rounds)} failed"
+            numbers = [str(t.round + 1) for t in failed_rounds]
+            which = (f"round {numbers[0]}" if len(numbers) == 1 else
+                     f"rounds {', '.join(numbers[:-1])} and {numbers[-1]}")
+            summary += f"; non-deterministic: {which} failed, the others passed"
         return Verdict(check_id, FAIL, summary, findings, rates=rates)
     if errors:
         return Verdict(check_id, UNKNOWN, f"could not decide: {errors[0]}", findings, hint=hint, rates=rates)

@@ -22,7 +22,7 @@ def check(history: History) -> Verdict:
     conflict = history.of(LockConflict)
     if conflict and not conflict[0].error and not_excluded(conflict[0]):
         return Verdict(ID, NOT_TESTED, "the contender was not excluded while the lock was held, so there is no "
-                       "lock whose release could be tested")
+                       "lock whose release could be tested", hint="Make lock-excludes pass first (see its finding).")
     findings: list[Finding] = []
     passed: list[Way] = []
     unknown: list[str] = []

@@ -16,14 +16,22 @@ from .sarif import to_sarif
 from .text import console, render_text
 
 
-def to_text(result) -> str:
-    """The text report as a file holds it: plain, $COLUMNS wide (default 100), no trailing spaces."""
+def to_text(items) -> str:
+    """The text report as a file holds it: plain, $COLUMNS wide (default 100), no trailing spaces. A list of
+    results gives each in turn."""
     buffer = io.StringIO()
-    render_text(result, console(buffer))
+    render_all(items, console(buffer))
     return buffer.getvalue()
+
+
+def render_all(items, out) -> None:
+    for n, item in enumerate(items if isinstance(items, list) else [items]):
+        if n:
+            out.print()
+        render_text(item, out)
 
 
 RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "github": to_github, "junit": to_junit,
              "sarif": to_sarif}
 
-__all__ = ["RENDERERS", "render_text", "to_github", "to_json", "to_junit", "to_markdown", "to_sarif", "to_text"]
+__all__ = ["RENDERERS", "render_all", "render_text", "to_github", "to_json", "to_junit", "to_markdown", "to_sarif", "to_text"]

@@ -10,8 +10,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-WORKLOAD_CHECKS = ("counter", "keys", "claim", "output")
-
 
 @dataclass(frozen=True)
 class Place:
@@ -28,23 +26,44 @@ def display_path(spec_path: str) -> str:
     return absolute if relative.startswith("..") else relative
 
 
+# Each scenario (registry.SCENARIO_OF) -> the spec keys that declare what it exercises, most precise first; the
+# first one the spec has is where its checks' findings point. A scenario missing here fails a unit test.
+SECTIONS: dict[str, tuple[tuple, ...]] = {
+    "lock-conflict": (("lock", "contender"), ("lock",)),
+    "lock-release": (("lock", "hold"), ("lock",)),
+    "lock-wait": (("lock", "wait_option"), ("lock", "never_waits"), ("lock",)),
+    "session": (("session",),),
+    "atomic-config": (("workloads", "keys", "config"), ("workloads", "keys")),
+    "workloads": (("workloads",),),
+}
+
+
 def _section(check: str, data: dict) -> tuple:
+    from ..registry import SCENARIO_OF
+    from ..vocab import WorkloadKind
+
     workloads = data.get("workloads") or []
 
-    def workload(kind: str) -> tuple:
-        index = next((i for i, w in enumerate(workloads) if isinstance(w, dict) and w.get("kind") == kind), None)
-        return () if index is None else ("workloads", index)
+    def present(path: tuple) -> tuple:
+        """`path` with a workload kind replaced by its index, or () when the spec does not have it."""
+        if path[:1] == ("workloads",) and len(path) > 1:
+            index = next((i for i, w in enumerate(workloads) if isinstance(w, dict) and w.get("kind") == path[1]),
+                         None)
+            if index is None or (len(path) > 2 and path[2] not in workloads[index]):
+                return ()
+            return ("workloads", index, *path[2:])
+        node = data
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return ()
+            node = node[key]
+        return path
 
-    if check in WORKLOAD_CHECKS:
-        return workload(check)
-    if check.startswith("lock-"):
-        return ("lock",)
-    if check == "session-isolation":
-        return ("session",)
-    if check == "atomic-config":
-        at = workload("keys")
-        return at + ("config",) if at and "config" in workloads[at[1]] else at
-    return ()
+    scenario = SCENARIO_OF.get(check)
+    candidates = SECTIONS.get(scenario, ()) if scenario else ()
+    if check in {kind.value for kind in WorkloadKind}:
+        candidates = (("workloads", check),) + candidates
+    return next((found for found in map(present, candidates) if found), ())
 
 
 class Locator:

@@ -25,8 +25,8 @@ def escape_controls(text: str) -> str:
 def shorten(text: str, spec_dir: str | None = None) -> str:
     """Runner-specific paths replaced by stable names: sandboxes, the spec's directory, the interpreter, home."""
     text = _RUNDIR.sub(lambda m: "{sandbox}" if m.group(1) else "{run}", text)
-    if sys.executable and len(sys.executable) > 1:
-        text = text.replace(sys.executable, "{python}")
+    if sys.executable and len(sys.executable) > 1:  # not inside a longer name (.venv/bin/python3)
+        text = re.sub(re.escape(sys.executable) + r"(?![\w.-])", "{python}", text)
     if spec_dir and len(spec_dir) > 1:
         text = text.replace(spec_dir.rstrip("/") + "/", "{spec_dir}/")
     home = os.path.expanduser("~")
@@ -55,10 +55,11 @@ def spec_dir_of(result) -> str:
 
 
 def replay(result, command: str) -> str:
-    """A replay command with the spec named as the reader would type it (relative to the current directory)."""
+    """A replay command that can be pasted in the directory clirace ran in: the spec named relative to it (or
+    absolute outside it), nothing shortened (a `{spec_dir}` or a quoted `~` would not run), controls escaped."""
     import shlex
 
     from ._locate import display_path
     if result.spec_path:
         command = command.replace(shlex.quote(result.spec_path), shlex.quote(display_path(result.spec_path)))
-    return clean(command)
+    return escape_controls(" ".join(command.split()))

@@ -6,7 +6,8 @@ line), so nothing it printed can start a workflow command of its own.
 """
 from __future__ import annotations
 
-from ..rubric import load_section
+from .. import gate
+from ._failed import Failed
 from ._group import more_text
 from ._locate import display_path, located_findings
 from ._safe import clean, replay, spec_dir_of
@@ -22,8 +23,28 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def to_github(result) -> str:
+def _annotation(level: str, message: str, **props: str) -> str:
+    rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items() if v)
+    return f"::{level} {rendered}::{escape_data(message)}" if rendered else f"::{level}::{escape_data(message)}"
+
+
+def to_github(items) -> str:
+    """One result, a Failed spec, or a list of them."""
+    if not isinstance(items, list):
+        items = [items]
+    return "\n".join(_failed(item) if isinstance(item, Failed) else _one(item) for item in items)
+
+
+def _failed(failed: Failed) -> str:
+    place = failed.place()
+    return _annotation("error", clean(failed.message()), file=place.path, line=str(place.line),
+                       col=str(place.column), title=f"clirace {failed.kind}")
+
+
+def _one(result) -> str:
     spec_dir = spec_dir_of(result)
+    spec = display_path(result.spec_path)
+    verdict = gate.of(result)
     lines = []
     groups: dict[str, list] = {}
     for finding, check, place in located_findings(result):
@@ -36,12 +57,21 @@ def to_github(result) -> str:
         if finding.rule.get("fix"):
             message += f" Fix: {finding.rule['fix']}"
         message += f" Replay: {replay(result, finding.evidence.replay)}"
-        props = {"file": place.path, "line": str(place.line), "col": str(place.column),
-                 "title": f"{code} {finding.rule['name']}"}
-        rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items() if v)
-        lines.append(f"::{LEVEL.get(finding.severity, 'notice')} {rendered}::{escape_data(message)}")
-    spec = display_path(result.spec_path)
-    top = max(level["score"] for level in load_section("s15")["levels"])
-    summary = f"clirace score {result.score.score}/{top} for {clean(spec)}: {result.score.line}"
-    lines.append(f"::notice title={escape_property('clirace score')}::{escape_data(summary)}")
+        lines.append(_annotation(LEVEL.get(finding.severity, "notice"), message, file=place.path,
+                                 line=str(place.line), col=str(place.column), title=f"{code} {finding.rule['name']}"))
+    if result.comparison is not None:
+        lines += comparison_lines(result.comparison, spec)
+    level = "notice" if verdict.passed else "error" if verdict.enforced else "warning"
+    lines.append(_annotation(level, f"{verdict.line()} ({clean(spec)})", file=spec, title="clirace gate"))
+    lines.append(_annotation("notice", f"clirace {clean(result.score.headline())} ({clean(spec)}). "
+                                       f"{result.score.level_text()}", title="clirace score"))
     return "\n".join(lines)
+
+
+def comparison_lines(comparison, spec: str = "") -> list[str]:
+    """An ::error per regression, then one ::notice that sums the comparison up."""
+    from .compare import summary
+    lines = [_annotation("error", f"{change.subject} {change.name}: {clean(change.detail)}", file=spec,
+                         title="clirace regression") for change in comparison.changes if change.regression]
+    lines.append(_annotation("notice", clean(summary(comparison)), title="clirace baseline"))
+    return lines

@@ -1,27 +1,33 @@
 """The JSON result: a stable, documented shape (README, "JSON output"; `clirace schema --result` prints its
-JSON Schema, result_schema.json, which a test holds real results to)."""
+JSON Schema, result_schema.json, which a test holds real results to). One spec gives one object; several give
+a list of them; a spec that could not be checked gives an object with `error` instead of a score."""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 
-from .. import __version__
+from .. import __version__, gate
 from ..rubric import UNKNOWN, load_section
+from ._failed import Failed
 from ._safe import status_value
 
 PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "unknown": "not_tested"}
 
 
 def as_dict(result) -> dict:
+    if isinstance(result, Failed):
+        return failed_dict(result)
     section = load_section("s15")
     return {
         "clirace_version": __version__,
         "rubric": f"§{section['section']} {section['title']}",
         "score": result.score.score,
         "max_score": max(level["score"] for level in section["levels"]),
+        "headline": result.score.headline(),
         "decided_by": result.score.line,
         "blocked_by": [c.id for c in result.score.blocked_by],
         "corruption": result.score.corruption,
+        "gate": gate.of(result).to_dict(),
         "missing_evidence": result.missing_evidence(),
         "seed": result.seed,
         "replay": result.replay(),
@@ -37,8 +43,25 @@ def as_dict(result) -> dict:
         "environment": asdict(result.history.environment),
         "options": asdict(result.history.options),
         "notes": result.notes,
+        **({"baseline": result.comparison.to_dict()} if result.comparison is not None else {}),
     }
 
 
-def to_json(result) -> str:
-    return json.dumps(as_dict(result), indent=2)
+def failed_dict(failed: Failed) -> dict:
+    place = failed.place()
+    return {
+        "clirace_version": __version__,
+        "spec": failed.spec_path,
+        "error": {"kind": failed.kind, "message": failed.message(), "file": place.path, "line": place.line,
+                  "column": place.column, "exit_code": failed.exit_code},
+        "gate": {"threshold": 0, "passed": False, "enforced": True, "why": f"the {failed.kind} stopped the check"},
+    }
+
+
+def to_json(items) -> str:
+    """One result (or Failed) as an object; a list of several as a list."""
+    if isinstance(items, list):
+        data = as_dict(items[0]) if len(items) == 1 else [as_dict(item) for item in items]
+    else:
+        data = as_dict(items)
+    return json.dumps(data, indent=2)

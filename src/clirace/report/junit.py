@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
+from .. import gate
+from ._failed import Failed
 from ._locate import display_path
 from ._safe import clean, replay, spec_dir_of, status_value
 
@@ -32,19 +34,55 @@ def _finding_text(result, finding, spec_dir: str) -> str:
     return "\n".join(lines)
 
 
-def to_junit(result) -> str:
+def to_junit(items) -> str:
+    """One result, a Failed spec, or a list of them: a testsuite each."""
+    if not isinstance(items, list):
+        items = [items]
+    suites = ET.Element("testsuites", name="clirace")
+    for item in items:
+        suites.append(_failed(item) if isinstance(item, Failed) else _suite(item))
+    for total in ("tests", "failures", "errors", "skipped"):
+        suites.set(total, str(sum(int(suite.get(total, "0")) for suite in suites)))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def _failed(failed: Failed) -> ET.Element:
+    place = failed.place()
+    name = os.path.basename(place.path) or "spec"
+    suite = ET.Element("testsuite", name=f"clirace {clean(name)}", tests="1", failures="0", errors="1", skipped="0",
+                       time="0.000")
+    case = ET.SubElement(suite, "testcase", classname=f"clirace.{clean(name)}", name=failed.kind.replace(" ", "-"),
+                         time="0")
+    error = ET.SubElement(case, "error", message=clean(failed.message()), type=failed.kind)
+    error.text = clean(f"{place.path}:{place.line}:{place.column}: {failed.message()}")
+    return suite
+
+
+def _suite(result) -> ET.Element:
     spec_dir = spec_dir_of(result)
     spec = display_path(result.spec_path) or "spec"
     name = os.path.basename(spec)
     statuses = [status_value(c.status) for c in result.criteria]
-    suite = ET.Element("testsuite", name=f"clirace {clean(name)}", tests=str(len(result.criteria)),
-                       failures=str(statuses.count("fail")), errors="0",
-                       skipped=str(sum(s not in ("pass", "fail") for s in statuses)),
+    verdict = gate.of(result)
+    suite = ET.Element("testsuite", name=f"clirace {clean(name)}", tests=str(len(result.criteria) + 1),
+                       failures=str(statuses.count("fail") + verdict.fails), errors="0",
+                       skipped=str(sum(s not in ("pass", "fail") for s in statuses) + (not verdict.passed and
+                                                                                      not verdict.enforced)),
                        time=f"{result.seconds:.3f}")
     props = ET.SubElement(suite, "properties")
-    for key, value in (("score", result.score.score), ("decided_by", result.score.line), ("seed", result.seed),
+    for key, value in (("score", result.score.score), ("headline", clean(result.score.headline(), spec_dir)),
+                       ("decided_by", result.score.line), ("gate", verdict.word()), ("seed", result.seed),
                        ("spec", clean(spec)), ("replay", replay(result, result.replay()))):
         ET.SubElement(props, "property", name=key, value=str(value))
+    case = ET.SubElement(suite, "testcase", classname=f"clirace.{clean(name)}", name="gate", time="0")
+    if verdict.fails:
+        failure = ET.SubElement(case, "failure", message=clean(verdict.line()), type="gate")
+        failure.text = "\n".join([clean(verdict.why), clean(result.score.headline(), spec_dir)])
+    elif not verdict.passed:
+        ET.SubElement(case, "skipped", message=clean(verdict.line()))
+    else:
+        ET.SubElement(case, "system-out").text = clean(verdict.why)
     for c, status in zip(result.criteria, statuses):
         case = ET.SubElement(suite, "testcase", classname=f"clirace.{clean(name)}", name=c.id, time="0")
         if status == "fail":
@@ -60,8 +98,4 @@ def to_junit(result) -> str:
             ET.SubElement(case, "skipped", message=why)
         else:
             ET.SubElement(case, "system-out").text = clean(c.evidence, spec_dir)
-    suites = ET.Element("testsuites", name="clirace", tests=suite.get("tests"), failures=suite.get("failures"),
-                        skipped=suite.get("skipped"))
-    suites.append(suite)
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    return suite

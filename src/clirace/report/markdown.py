@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 
+from .. import gate
 from ..rubric import load_section
+from ._failed import Failed
 from ._group import grouped, more_text, shown_invocations
-from ._safe import clean, clip, replay, spec_dir_of, status_value
+from ._safe import clean, clip, escape_controls, replay, spec_dir_of, status_value
 
 LIMIT = 65_536  # GitHub's limit on a comment or a step summary, in characters
 CELL = 600  # characters of one table cell's evidence
@@ -24,9 +26,10 @@ ICON = {"pass": "✅ pass", "fail": "❌ fail", "not_tested": "⚪ not tested", 
 _TICKS = re.compile(r"`+")
 
 
-def code(text, spec_dir: str | None = None, *, limit: int = FIELD, cell: bool = False) -> str:
-    """Untrusted text as one inline code span (one line; `|` escaped inside a table cell, as GFM requires)."""
-    text = clip(clean(text, spec_dir), limit)
+def code(text, spec_dir: str | None = None, *, limit: int = FIELD, cell: bool = False, verbatim: bool = False) -> str:
+    """Untrusted text as one inline code span (one line; `|` escaped inside a table cell, as GFM requires).
+    `verbatim`: controls escaped but paths not shortened (a command to paste)."""
+    text = clip(escape_controls(" ".join(str(text).split())) if verbatim else clean(text, spec_dir), limit)
     if not text:
         return "` `"
     ticks = "`" * (max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
@@ -50,6 +53,8 @@ class _Code:
         self.value, self.spec_dir = value, spec_dir
 
     def __format__(self, spec: str) -> str:
+        if isinstance(self.value, (int, float)) and not isinstance(self.value, bool):
+            return format(self.value, spec)  # clirace's own counts: plain, not code
         return code(format(self.value, spec), self.spec_dir)
 
     def __str__(self) -> str:
@@ -92,20 +97,49 @@ def _finding(result, finding, others, spec_dir: str) -> str:
     if finding.rule.get("fix"):
         parts += [f"**Fix:** {finding.rule['fix']}", ""]
     if finding.evidence.replay:
-        parts += [f"Replay: {code(replay(result, finding.evidence.replay))}", ""]
+        parts += [f"Replay: {code(replay(result, finding.evidence.replay), verbatim=True)}", ""]
     parts.append(_evidence_block(finding, others, spec_dir))
     return "\n".join(parts)
 
 
-def to_markdown(result, limit: int = LIMIT) -> str:
+GATE_ICON = {True: "✅ passed", False: "❌ failed"}
+
+
+def to_markdown(items, limit: int = LIMIT) -> str:
+    """One result, a Failed spec, or a list of them (each its own section, sharing GitHub's limit)."""
+    if not isinstance(items, list):
+        items = [items]
+    share = limit // max(1, len(items))
+    return "\n".join(_failed(item) if isinstance(item, Failed) else _one(item, share) for item in items)
+
+
+def _failed(failed: Failed) -> str:
+    place = failed.place()
+    return "\n".join([f"## clirace: {code(place.path)}: {failed.kind} · gate ❌ failed", "",
+                      f"Line {place.line}, column {place.column}: {code(failed.message(), limit=CELL * 2)}", ""])
+
+
+def _gate_word(result) -> str:
+    verdict = gate.of(result)
+    return GATE_ICON[verdict.passed] + ("" if verdict.enforced or verdict.passed else " (not enforced: --exit-zero)")
+
+
+def _one(result, limit: int) -> str:
     section = load_section("s15")
     spec_dir = spec_dir_of(result)
     top = max(level["score"] for level in section["levels"])
-    head = [f"## clirace: §{section['section']} {section['title']}: **{result.score.score}/{top}**", "",
-            f"> {result.score.line}", ""]
-    if result.score.blocked_by:
-        blocked = ", ".join(f"`{c.id}` ({ICON[status_value(c.status)]})" for c in result.score.blocked_by)
-        head += [f"Not higher because: {blocked}.", ""]
+    verdict = gate.of(result)
+    head = [f"## clirace: §{section['section']} {section['title']}: **{result.score.score}/{top}** · "
+            f"gate {_gate_word(result)}", "", f"Gate: {plain_or_code(verdict.why)}.", ""]
+    blockers = result.score.blockers()
+    if blockers:
+        head += [f"**Level {result.score.score + 1} needs:**", ""]
+        head += [f"- `{b.criterion}` {b.status}: {plain_or_code(clip(clean(b.change, spec_dir), CELL))}"
+                 for b in blockers]
+        head += [""]
+    elif result.score.score < top:
+        head += [f"**{result.score.headline()}**", ""]
+    head += [f"> {result.score.level_text()}", ""]
     if result.score.corruption:
         head += ["**Silent corruption was found, which holds the score at 0.**", ""]
     missing = result.missing_evidence()
@@ -115,6 +149,8 @@ def to_markdown(result, limit: int = LIMIT) -> str:
                  + (f"; to decide it: {code(m['to_decide'], spec_dir, limit=CELL)}" if m["to_decide"] else "")
                  for m in missing]
         head += [""]
+    if result.comparison is not None:
+        head += comparison_block(result.comparison) + [""]
     head += ["| level | criterion | status | evidence |", "|---|---|---|---|"]
     for c in result.criteria:
         status = status_value(c.status)
@@ -128,7 +164,7 @@ def to_markdown(result, limit: int = LIMIT) -> str:
                                                     observed[:OBSERVED_LINES]]]
         if len(observed) > OBSERVED_LINES:
             tail.append(f"- … {len(observed) - OBSERVED_LINES} more (all in `--format json`)")
-    tail += ["", f"Seed {result.seed}; {result.seconds:.1f}s; replay all: {code(replay(result, result.replay()))}"]
+    tail += ["", f"Seed {result.seed}; {result.seconds:.1f}s; replay all: {code(replay(result, result.replay()), verbatim=True)}"]
     tail += [f"- note: {code(note, spec_dir)}" for note in result.notes]
 
     blocks = [_finding(result, f, others, spec_dir) for f, others in grouped(result.findings())]
@@ -138,6 +174,26 @@ def to_markdown(result, limit: int = LIMIT) -> str:
         shown -= 1
         text = _assemble(head, blocks[:shown], tail, len(blocks) - shown)
     return text if len(text) <= limit else text[:limit - 100].rsplit("\n", 1)[0] + "\n\n_(report cut to fit)_\n"
+
+
+def comparison_block(comparison) -> list[str]:
+    from .compare import lines
+    out = [f"### Compared with the baseline {code(comparison.old.source)}", ""]
+    for status, subject, detail in lines(comparison):
+        out.append(f"- **{status}** {plain_or_code(subject) + ' ' if subject else ''}{plain_or_code(detail)}")
+    return out
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9 .,:;()'\"=+%/>-]*")
+
+
+def plain_or_code(text) -> str:
+    """clirace's own words and numbers as they are; anything that could be Markdown (or came from the target
+    and is not plain) in a code span."""
+    text = clean(text)
+    if _PLAIN.fullmatch(text) and "www." not in text and "://" not in text:
+        return text
+    return code(text)
 
 
 def _assemble(head, blocks, tail, dropped: int) -> str:

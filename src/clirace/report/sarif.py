@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 from .. import __version__
+from .. import gate
 from ..explain import as_markdown, explanation
 from ..rubric import rules
+from ._failed import Failed
 from ._locate import located_findings
 from ._safe import clean, replay, spec_dir_of
 
@@ -28,10 +30,33 @@ def _rule(code: str, rule: dict) -> dict:
     }
 
 
-def as_dict(result) -> dict:
+def _catalogue() -> dict:
+    return {code: rule for code, rule in rules().items() if not rule.get("retired")}
+
+
+def _driver() -> dict:
+    return {"name": "clirace", "version": __version__, "semanticVersion": __version__,
+            "rules": [_rule(code, rule) for code, rule in _catalogue().items()]}
+
+
+def _failed_run(failed: Failed) -> dict:
+    """A spec that could not be checked: no results, and a tool execution notification saying where and why
+    (SARIF's place for a tool's own configuration error), with the invocation marked unsuccessful."""
+    place = failed.place()
+    notification = {"level": "error", "message": {"text": clean(failed.message())},
+                    "descriptor": {"id": failed.kind.replace(" ", "-")},
+                    "locations": [{"physicalLocation": {"artifactLocation": {"uri": place.path or "clirace.yaml"},
+                                                        "region": {"startLine": place.line,
+                                                                   "startColumn": place.column}}}]}
+    return {"tool": {"driver": _driver()}, "results": [],
+            "invocations": [{"executionSuccessful": False, "exitCode": failed.exit_code,
+                             "toolConfigurationNotifications": [notification]}],
+            "properties": {"error": clean(failed.message()), "gate": "failed"}}
+
+
+def _run(result) -> dict:
     spec_dir = spec_dir_of(result)
-    catalogue = {code: rule for code, rule in rules().items() if not rule.get("retired")}
-    index = {code: i for i, code in enumerate(catalogue)}
+    index = {code: i for i, code in enumerate(_catalogue())}
     results = []
     for finding, check, place in located_findings(result):
         message = clean(finding.message(), spec_dir)
@@ -45,19 +70,24 @@ def as_dict(result) -> dict:
         if finding.code in index:
             entry["ruleIndex"] = index[finding.code]
         results.append(entry)
+    verdict = gate.of(result)
     return {
-        "$schema": SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "clirace", "version": __version__, "semanticVersion": __version__,
-                                "rules": [_rule(code, rule) for code, rule in catalogue.items()]}},
-            "results": results,
-            "invocations": [{"executionSuccessful": not result.interrupted,
-                             "commandLine": replay(result, result.replay())}],
-            "properties": {"score": result.score.score, "decidedBy": result.score.line, "seed": result.seed},
-        }],
+        "tool": {"driver": _driver()},
+        "results": results,
+        "invocations": [{"executionSuccessful": not result.interrupted,
+                         "commandLine": replay(result, result.replay())}],
+        "properties": {"score": result.score.score, "headline": clean(result.score.headline(), spec_dir),
+                       "decidedBy": result.score.line, "seed": result.seed, "gate": verdict.to_dict()},
     }
 
 
-def to_sarif(result) -> str:
-    return json.dumps(as_dict(result), indent=2)
+def as_dict(items) -> dict:
+    """One result, a Failed spec, or a list of them: a run each."""
+    if not isinstance(items, list):
+        items = [items]
+    return {"$schema": SCHEMA, "version": "2.1.0",
+            "runs": [_failed_run(item) if isinstance(item, Failed) else _run(item) for item in items]}
+
+
+def to_sarif(items) -> str:
+    return json.dumps(as_dict(items), indent=2)

@@ -225,7 +225,15 @@ class ParkHold(Holder):
             if not self.alive():
                 self._not_ready(f"it exited without opening {path} (is it a file the command reads after locking?)")
             time.sleep(POLL)
-        self._not_ready(f"it never opened {path} within {self.box.spec.timeout:g}s")
+        self._not_ready(f"it never opened {path} within {self.box.spec.timeout:g}s; {self._open_files()} "
+                        "(lock.hold.park.fifo must be a file the command reads after it has taken its lock)")
+
+    def _open_files(self) -> str:
+        """What the holder had open instead of the parked path, read before it is ended: the file it is waiting
+        on, or the state it reads under another name."""
+        assert self.running is not None
+        seen = sorted({f for pid in procfs.group(self.running.pid) for f in procfs.open_files(pid)})
+        return f"it had open: {', '.join(seen[:8])}{' …' if len(seen) > 8 else ''}" if seen else "it had no file open"
 
     def _settle(self, deadline: float) -> None:
         """Wait until the parked reader is asleep in its read of the pipe, not merely past open().

@@ -1,0 +1,119 @@
+"""Running `clirace check` over its specs, one after another, as the command line does it: progress on stderr,
+Ctrl-C and SIGTERM turned into a clean stop (children ended, sandboxes removed, what was seen written out)."""
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from . import errors
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
+
+
+def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list], None], *, quiet: bool, keep: bool,
+               raise_spec_errors: bool) -> list:
+    """Each spec checked in turn: its Result, or a Failed for a spec that could not be checked (`raise_spec_errors`:
+    the SpecError itself). Ctrl-C or SIGTERM ends the run with what was checked so far (and the partial result of
+    the spec under way) passed to `emit`, and exit status 130 or 143."""
+    from dataclasses import replace
+
+    from .pipeline import judge, run
+    from .report._failed import Failed
+    from .spec import load_spec
+
+    items: list = []
+    seen: dict = {}
+
+    def on_signal(signum, frame):
+        # The first Ctrl-C or SIGTERM stops the run; the next ones must not cut short the cleanup it starts
+        # (ending the children, removing the sandboxes), so they are only noted.
+        if "signal" in seen:
+            if not seen.get("told"):
+                seen["told"] = True
+                print("clirace: stopping: ending children and removing sandboxes...", file=sys.stderr, flush=True)
+            return
+        seen["signal"] = signum
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with Progress(quiet) as progress:
+        try:
+            for sig, handler in previous.items():
+                if handler is not signal.SIG_IGN:  # e.g. SIGINT in a job a shell started in the background
+                    signal.signal(sig, on_signal)
+            for path in paths:
+                seen.pop("h", None)
+                if len(paths) > 1:
+                    progress.say(f"{path}")
+                try:
+                    spec = load_spec(path, allow_outside_sandbox=opts.allow_outside_sandbox)
+                    mine = replace(opts, rounds=max(opts.rounds or spec.rounds, needed)) if needed else opts
+                    result = run(spec, mine, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
+                except errors.SpecError as exc:
+                    if raise_spec_errors:
+                        raise  # nothing to write it into: the error paragraph on stderr says it all
+                    print(f"clirace: {exc.paragraph()}", file=sys.stderr)
+                    items.append(Failed(str(path), exc))
+                    continue
+                if keep and result.kept:
+                    print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
+                items.append(result)
+        except (KeyboardInterrupt, Terminated) as stop:
+            progress.stop()
+            code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
+            if "h" in seen:
+                partial = judge(seen["h"])
+                partial.interrupted = True
+                partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
+                items.append(partial)
+            if items:
+                emit(items)
+            kept = seen["h"].kept if keep and "h" in seen else None
+            how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
+            print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
+                  "sandboxes removed."), file=sys.stderr)
+            raise typer.Exit(code)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return items
+
+
+class Progress:
+    """A live status line on a terminal's stderr; plain lines on stderr otherwise."""
+
+    def __init__(self, quiet: bool = False):
+        self.live = sys.stderr.isatty() and not quiet
+        self.quiet = quiet
+        self.status = None
+
+    def __enter__(self):
+        if self.live:
+            from rich.console import Console
+            self.status = Console(stderr=True).status("starting")
+            self.status.start()
+        return self
+
+    def say(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.status:
+            self.status.update(text)
+        else:
+            # One write per line: experiments that run side by side report from several threads.
+            sys.stderr.write(f"clirace: {text}\n")
+            sys.stderr.flush()
+
+    def stop(self):
+        if self.status:
+            self.status.stop()
+            self.status = None
+
+    def __exit__(self, *exc):
+        self.stop()

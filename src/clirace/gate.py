@@ -1,0 +1,68 @@
+"""The CI gate: whether a run lets a pipeline go on, and why. It decides the exit status of `check` and
+`judge`, and every report shows it (JSON `gate`, a GitHub `::error`, a JUnit testcase, the first line of the
+text and Markdown reports).
+
+It fails on any silent-corruption finding (whatever --min-score says), on a score below --min-score, and, with
+a baseline, on a regression: a new finding that is not advisory, a lower score, a criterion that went from
+pass to fail. `--exit-zero` (named as ruff, flake8 and pylint name theirs) keeps the gate's verdict in the
+reports but does not enforce it: the exit status is 0 unless clirace itself could not run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import EXIT_BELOW_MIN_SCORE, EXIT_OK
+
+EXIT_GATE_FAILED = EXIT_BELOW_MIN_SCORE  # one exit status for every reason the gate fails (README, Exit codes)
+
+
+@dataclass(frozen=True)
+class Gate:
+    threshold: int  # --min-score
+    passed: bool
+    why: str
+    enforced: bool = True  # False with --exit-zero: reported, never failing the exit status
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.passed or not self.enforced else EXIT_GATE_FAILED
+
+    @property
+    def fails(self) -> bool:
+        """The gate failed and is enforced: the run's exit status is 1."""
+        return self.exit_code != EXIT_OK
+
+    def word(self) -> str:
+        return "passed" if self.passed else "failed" if self.enforced else "failed, not enforced (--exit-zero)"
+
+    def line(self) -> str:
+        """One line for the top of a report: `clirace gate failed: silent corruption: CR111 lost-key`."""
+        return f"clirace gate {self.word()}: {self.why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "passed": self.passed, "enforced": self.enforced, "why": self.why}
+
+
+def evaluate(result, min_score: int = 0, exit_zero: bool = False, comparison=None) -> Gate:
+    """The gate for `result` (a pipeline.Result) under the user's options and an optional baseline comparison."""
+    score = result.score.score
+    failures = []
+    corrupt = sorted({f"{f.code} {f.rule['name']}" for f in result.findings() if f.severity == "corruption"})
+    if corrupt:
+        failures.append(f"silent corruption was found ({', '.join(corrupt)})")
+    if score < min_score:
+        failures.append(f"score {score} is below --min-score {min_score}")
+    if comparison is not None and comparison.regressions():
+        failures.append(f"regression against the baseline: {'; '.join(comparison.regressions())}")
+    if failures:
+        return Gate(min_score, False, "; ".join(failures), not exit_zero)
+    passed = [f"no silent corruption, score {score} >= --min-score {min_score}"]
+    if comparison is not None:
+        passed.append("no regression against the baseline")
+    return Gate(min_score, True, "; ".join(passed), not exit_zero)
+
+
+def of(result) -> Gate:
+    """The gate a report shows: the one the command evaluated, else the default (corruption fails, min 0)."""
+    return getattr(result, "gate", None) or evaluate(result)

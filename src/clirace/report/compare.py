@@ -1,0 +1,53 @@
+"""A baseline comparison (baseline.Comparison) as report lines, shared by every format, and `clirace diff`'s
+own output in text, JSON, Markdown and GitHub annotations."""
+from __future__ import annotations
+
+import json
+
+from ._safe import clean
+
+
+def lines(comparison) -> list[tuple[str, str, str]]:
+    """(status, subject, detail) for every finding code, then every criterion, then the score."""
+    out = []
+    for change in comparison.changes:
+        subject = {"criterion": f"criterion {change.subject}", "score": "score"}.get(change.name,
+                                                                                     f"{change.subject} {change.name}")
+        out.append((change.status, subject, change.detail + (" (a regression)" if change.regression else "")))
+    out += [("note", "", note) for note in comparison.notes]
+    return out
+
+
+def summary(comparison) -> str:
+    """One line: `against OLD: fixed CR111; still CR601; new CR702 (a regression); score 0 -> 2`."""
+    groups: dict[str, list[str]] = {}
+    for change in comparison.findings():
+        groups.setdefault(change.status, []).append(change.subject)
+    said = [f"{status} {', '.join(codes)}" for status, codes in groups.items()]
+    said.append(f"score {comparison.old.score} -> {comparison.new.score}")
+    verdict = "regression: " + "; ".join(comparison.regressions()) if comparison.regressions() else "no regression"
+    return f"against {clean(comparison.old.source)}: {'; '.join(said)}; {verdict}"
+
+
+def to_text(comparison) -> str:
+    rows = [f"clirace diff: {summary(comparison)}"]
+    for status, subject, detail in lines(comparison):
+        rows.append(f"  {status:9} {subject + ' ' if subject else ''}{clean(detail)}")
+    return "\n".join(rows) + "\n"
+
+
+def to_markdown(comparison) -> str:
+    from .markdown import comparison_block
+    return "\n".join(comparison_block(comparison)) + "\n"
+
+
+def to_github(comparison) -> str:
+    from .github import comparison_lines
+    return "\n".join(comparison_lines(comparison)) + "\n"
+
+
+def to_json(comparison) -> str:
+    return json.dumps(comparison.to_dict(), indent=2)
+
+
+RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "github": to_github}

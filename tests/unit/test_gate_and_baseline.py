@@ -1,0 +1,138 @@
+"""The CI gate and the baseline comparison, on literal histories: corruption fails the gate by default, every
+format says so, and a fix is compared with the run that found the bug, with the bound that makes "fixed"
+believable. The CLI runs in-process (judge and diff launch nothing)."""
+import json
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from clirace import baseline, cli, gate
+from clirace.history import ConfigSnapshot, KeysRound
+from clirace.pipeline import judge
+from clirace.vocab import ConfigFormat
+
+from .histories import history, inv
+
+
+def keys_round(lost: bool, round_: int = 0) -> KeysRound:
+    keys = {f"set-{i}": (f"k{i}", f"v{i}") for i in range(2)}
+    text = '{"k0": "v0"}' if lost else '{"k0": "v0", "k1": "v1"}'
+    return KeysRound(round=round_, invocations=(inv("set-0"), inv("set-1")), keys=keys,
+                     config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", text))
+
+
+def keys_history(lost_in: int, rounds: int):
+    return history(*(keys_round(n < lost_in, n) for n in range(rounds)))
+
+
+@pytest.fixture
+def saved(tmp_path):
+    def save(name, h):
+        path = tmp_path / f"{name}.history.json"
+        h.save(path)
+        return path
+    return save
+
+
+def run_main(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["clirace", *map(str, args)])
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    out, err = capsys.readouterr()
+    return stop.value.code, out, err
+
+
+def test_corruption_fails_the_gate_without_any_option_and_exit_zero_only_stops_enforcing_it():
+    result = judge(keys_history(1, 3))
+    assert result.score.score == 0
+    failing = gate.evaluate(result)
+    assert not failing.passed and failing.exit_code == 1 and "CR111 lost-key" in failing.why
+    relaxed = gate.evaluate(result, exit_zero=True)
+    assert not relaxed.passed and not relaxed.enforced and relaxed.exit_code == 0
+    clean = judge(keys_history(0, 3))
+    assert gate.evaluate(clean).passed
+    below = gate.evaluate(clean, min_score=2)
+    assert not below.passed and "below --min-score 2" in below.why
+
+
+def test_every_format_shows_a_failed_gate(monkeypatch, capsys, saved, tmp_path):
+    path = saved("lost", keys_history(1, 3))
+    code, out, _ = run_main(monkeypatch, capsys, "judge", path, "--format", "github",
+                            "--report", f"junit={tmp_path}/r.xml", "--report", f"markdown={tmp_path}/r.md",
+                            "--report", f"text={tmp_path}/r.txt", "--report", f"json={tmp_path}/r.json")
+    assert code == 1
+    assert any(line.startswith("::error ") and "title=clirace gate" in line and "CR111" in line
+               for line in out.splitlines())
+    suite = ET.parse(tmp_path / "r.xml").getroot().find("testsuite")
+    gate_case = next(c for c in suite.findall("testcase") if c.get("name") == "gate")
+    assert gate_case.find("failure") is not None and int(suite.get("failures")) >= 1
+    assert (tmp_path / "r.md").read_text().splitlines()[0].endswith("gate ❌ failed")
+    assert (tmp_path / "r.txt").read_text().startswith("clirace gate failed: silent corruption was found (CR111")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["gate"] == {"threshold": 0, "passed": False, "enforced": True,
+                            "why": "silent corruption was found (CR111 lost-key)"}
+    code, out, _ = run_main(monkeypatch, capsys, "judge", path, "--format", "github", "--exit-zero")
+    assert code == 0 and any(line.startswith("::warning ") and "not enforced" in line for line in out.splitlines())
+
+
+def test_rounds_for_a_confidence_and_a_rate():
+    assert baseline.rounds_for(0.99, 0.1) == 44
+    assert baseline.rounds_for(0.75, 0.5) == 2  # exactly 2, not 3 from rounding
+    assert baseline.rounds_for(0.99, 0.32) == 12
+    for bad in ((1.0, 0.1), (0.99, 0.0), (0.999999, 0.000001)):
+        with pytest.raises(baseline.UsageError):
+            baseline.rounds_for(*bad)
+
+
+def test_a_fix_is_fixed_with_its_bound_and_swapping_the_runs_is_a_regression():
+    before = baseline.of_result(judge(keys_history(3, 3)), "before.json")
+    after = baseline.of_result(judge(keys_history(0, 12)), "after.json")
+    fixed = baseline.compare(before, after)
+    cr111 = next(c for c in fixed.changes if c.subject == "CR111")
+    assert cr111.status == "fixed" and not cr111.regression
+    assert cr111.detail == ("failed 3 of 3 rounds before; 0 of 12 now: a race showing in 32% of rounds or more "
+                            "would have shown with probability >= 99%")
+    assert next(c for c in fixed.changes if c.subject == "no-silent-corruption").status == "fixed"
+    assert fixed.regressions() == []
+    worse = baseline.compare(after, before)
+    assert next(c for c in worse.changes if c.subject == "CR111").status == "new"
+    assert any(r.startswith("CR111 lost-key") for r in worse.regressions())
+    assert any(r.startswith("no-silent-corruption") for r in worse.regressions())  # pass -> fail
+
+
+def test_a_finding_gone_because_its_check_did_not_decide_is_undecided_not_fixed():
+    before = baseline.of_result(judge(keys_history(1, 3)))
+    after = baseline.of_result(judge(history()))  # the keys workload did not run at all
+    change = next(c for c in baseline.compare(before, after).changes if c.subject == "CR111")
+    assert change.status == "undecided" and "did not decide" in change.detail
+
+
+def test_diff_on_saved_histories_and_results(monkeypatch, capsys, saved, tmp_path):
+    old, new = saved("old", keys_history(3, 3)), saved("new", keys_history(0, 12))
+    code, out, _ = run_main(monkeypatch, capsys, "diff", old, new)
+    assert code == 0 and "fixed     CR111 lost-key failed 3 of 3 rounds before; 0 of 12 now" in out
+    code, out, _ = run_main(monkeypatch, capsys, "judge", old, "--format", "json", "-o", tmp_path / "old.json")
+    assert code == 1
+    code, out, _ = run_main(monkeypatch, capsys, "diff", new, tmp_path / "old.json", "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["regression"] and {"id": "CR111", "name": "lost-key", "status": "new",
+                                                 "detail": "not seen before", "regression": True} in data["findings"]
+    code, out, _ = run_main(monkeypatch, capsys, "diff", new, tmp_path / "old.json", "--format", "github")
+    assert code == 1 and out.startswith("::error ") and "title=clirace regression" in out
+
+
+def test_judge_with_a_baseline_fails_the_gate_on_a_regression_only(monkeypatch, capsys, saved):
+    old, new = saved("old", keys_history(3, 3)), saved("new", keys_history(0, 12))
+    code, out, _ = run_main(monkeypatch, capsys, "judge", new, "--baseline", old, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["gate"]["passed"] and data["baseline"]["findings"][0]["status"] == "fixed"
+    code, out, _ = run_main(monkeypatch, capsys, "judge", new, "--baseline", old)
+    assert "Compared with" in out and "fixed" in out
+
+
+def test_a_baseline_that_is_not_a_result_is_a_usage_error(monkeypatch, capsys, saved, tmp_path):
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text('{"hello": 1}')
+    code, _, err = run_main(monkeypatch, capsys, "diff", bogus, saved("new", keys_history(0, 3)))
+    assert code == 2 and "bogus.json: not a clirace JSON result" in err and "Traceback" not in err
