@@ -121,6 +121,20 @@ def lookup(data, expr: str, fmt: str, *, query: bool = False):
     return node
 
 
+def key_paths(data) -> set[tuple[str, ...]]:
+    """Every key of a parsed config, as the path of names leading to it through mappings (lists are values:
+    their entries are not followed). For ini, a key outside any section is ("DEFAULT", key)."""
+    out: set[tuple[str, ...]] = set()
+    stack: list[tuple[tuple[str, ...], object]] = [((), data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for name, child in node.items():
+                out.add(path + (str(name),))
+                stack.append((path + (str(name),), child))
+    return out
+
+
 def query_problem(expr: str) -> str | None:
     """Why `expr` is not a JMESPath expression (for a SpecError), or None."""
     try:

@@ -56,6 +56,12 @@ class Workload:
     claimed: str | None = None
     list: Argv | None = None
     value: str | None = None  # counter: the regex that finds the counter in read's output
+    key: str = "cliracek{i}"  # keys: the template of the i-th key's name ({i} keeps them distinct)
+
+    def key_name(self, i: int) -> str:
+        """The i-th key of a keys workload. A round of n writes keys 0..n-1 and the keys written before it take
+        n and on; the atomic-config trials number theirs the same way: no two writes of one trial share a key."""
+        return placeholders.expand(self.key, {"i": i})
 
 
 @dataclass(frozen=True)

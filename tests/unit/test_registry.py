@@ -46,6 +46,7 @@ EXAMPLES = {
     "CR111": lambda: history(wl.keys_trial('{"k0": "v0"}', [True, True])),
     "CR112": lambda: history(wl.keys_trial('{"k0": "v9"}', [True])),
     "CR113": lambda: history(wl.keys_trial('{"k0": "v', [True])),
+    "CR114": lambda: history(dataclasses.replace(wl.keys_trial('{"k0": "v0"}', [True]), before=wl.snapshot('{"a": 1}'))),
     "CR121": lambda: history(wl.claim_trial(["a", "a", "b"], remaining=["c"])),
     "CR122": lambda: history(wl.claim_trial(["a", None, None], remaining=["b"])),
     "CR131": lambda: history(wl.output_trial(["m1 result", "m1 result"])),

@@ -103,6 +103,7 @@ class Context:
         root = Path(tempfile.mkdtemp(prefix=f"{record.KIND}-", dir=self.workdir))
         sandbox = Sandbox(root, self.spec.spec_dir)
         box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"))
+        box.round = round_
         error = None
         try:
             try:
@@ -149,6 +150,7 @@ class Box:
         self.fields: dict[str, Any] = {}  # the record's own fields (start, keys, runs, ...)
         self._running: list[Running] = []
         self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
+        self.round = 0  # which round of its experiment the trial is
 
     @property
     def trace_dir(self) -> Path:

@@ -46,7 +46,7 @@ def run(ctx: Context) -> None:
         with ctx.box(WriterKilled, f"writer killed at {point.name}", setup=workload.setup) as box:
             assert workload.config is not None
             box.fields.update(point=point, format=workload.config.format, key_path=workload.config.key,
-                              query=workload.config.query, key="cliracekilled", value="after-kill")
+                              query=workload.config.query, key=workload.key_name(1), value="after-kill")
             path = Path(box.path(workload.config.path))
             box.fields["config_path"] = str(path)
             _seed(box, workload)
@@ -54,7 +54,7 @@ def run(ctx: Context) -> None:
             log = box.sandbox.private / "kill.log"
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
-            box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
+            box.run("killed-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
                     i=0, n=1, session_id="s0")
             if observe.killed(log):
                 box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
@@ -72,7 +72,7 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         path = Path(box.path(workload.config.path))
         box.fields["config_dir"] = str(path.parent)
         wrap = observe.trace_prefix(box.trace_dir / "writer", KILL_CALLS)
-        inv = box.run("traced-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
+        inv = box.run("traced-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
                       i=0, n=1, session_id="s0")
         ops = box.file_ops("writer")
         box.fields["traces"] = {"traced-writer": ops}
@@ -107,7 +107,7 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
 
 
 def _seed(box: Box, workload: Workload) -> None:
-    inv = box.run("seed-write", workload.run, key="cliraceseed", value="seeded", i=0, n=1, session_id="s0")
+    inv = box.run("seed-write", workload.run, key=workload.key_name(0), value="seeded", i=0, n=1, session_id="s0")
     if not inv.ok:
         raise TrialFailed(f"the first config write failed ({inv.ending()}; {inv.printed()})")
 
@@ -119,7 +119,7 @@ def _sampled(ctx: Context, workload: Workload) -> None:
         box.fields["format"] = workload.config.format
         _seed(box, workload)
         sampler = _Sampler(Path(box.path(workload.config.path)), box.sandbox.root)
-        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=f"cliraces{i}", value=f"v{i}",
+        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=workload.key_name(2 + i), value=f"v{i}",
                                       session_id=f"s{i}"), None) for i in range(ctx.parallel)]
         sampler.start()
         try:
