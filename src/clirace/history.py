@@ -298,6 +298,7 @@ class KillPointsFound(Trial):
     points: tuple[KillPoint, ...] = ()
     traces: Traces = field(default_factory=dict)
     config_dir: str = ""
+    after: str | None = None  # the config once that writer ended: the new content a killed writer may leave
 
 
 @dataclass(frozen=True)

@@ -101,20 +101,23 @@ def check(history: History) -> Verdict:
     alone = dropped_alone(history)
     return verdict_over_rounds(ID, parallel_rounds(history, KeysRound),
                                lambda t: judge_one(t, alone.get(t.workload, frozenset())), lambda ts: (
-        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds were "
-        f"present{_before_note(ts, alone)}"),
+        f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds"
+        f"{_before_note(ts, alone)} were present"),
         tally=_tally, prefix="set-", undecided=reference.undecided_kind(history, KeysRound))
 
 
 def _before_note(trials: list[KeysRound], alone: dict[str, frozenset[Path]]) -> str:
-    """What a pass says about the keys from before the rounds, so that 'not checked' never reads as 'kept'."""
+    """What a pass says about the keys from before the rounds, so that 'not checked' never reads as 'kept':
+    the config's keys (a database's tables) before the parallel writes, and the earlier writes' keys that
+    were read back on their own (through `read` or a query)."""
     def count(t: KeysRound) -> int:
         paths = _paths(t.before)
-        if paths is not None:
-            return len(paths - alone.get(t.workload, frozenset()))
-        return sum(1 for label in t.earlier if (inv := t.invocation(label)) is not None and succeeded(inv))
+        by_path = paths is not None and t.config is not None and not t.config.query
+        earlier = sum(1 for label in t.earlier if (inv := t.invocation(label)) is not None and succeeded(inv))
+        return (len(paths - alone.get(t.workload, frozenset())) if paths is not None else 0) + \
+            (0 if by_path else earlier)
     kept = sum(count(t) for t in trials)
-    return f", as were the {kept} key(s) that existed before their round" if kept else ""
+    return f", and the {kept} key(s) that existed before their round," if kept else ""
 
 
 def _tally(findings: list[Finding]) -> str:

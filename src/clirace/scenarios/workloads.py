@@ -21,7 +21,8 @@ from ..rendezvous import OVERALL, commit_point_prefix
 from ..rendezvous import Rendezvous as RendezvousRun
 from ..stopper import NotAvailable, require
 from ..spec import Workload
-from ..vocab import Outcome, WorkloadKind
+from ..vocab import ConfigFormat, Outcome, WorkloadKind
+from . import _sqlite
 from ._box import Box, Context, TrialFailed
 from .aim import Aim, aim
 
@@ -182,8 +183,16 @@ def _keys(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) 
 def snapshot(box: Box, workload: Workload) -> ConfigSnapshot:
     assert workload.config is not None
     path = Path(box.path(workload.config.path))
-    text, why = read_text(path, CONFIG_CAP, box.sandbox.root)
+    text, why = read_config(box, path, workload.config.format)
     return ConfigSnapshot(str(path), workload.config.format, workload.config.key, text, why, workload.config.query)
+
+
+def read_config(box: Box, path: Path, fmt: ConfigFormat) -> tuple[str | None, str]:
+    """The keys workload's state as the next caller would find it: a config file's text (read_text), or a SQLite
+    database's tables (read from a private copy, with its journal rolled back)."""
+    if fmt is ConfigFormat.SQLITE:
+        return _sqlite.copy_and_read(box.sandbox.root, path, box.sandbox.private / "state-copy", CONFIG_CAP)
+    return read_text(path, CONFIG_CAP, box.sandbox.root)
 
 
 def _claim(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
