@@ -25,7 +25,6 @@ CASES = {
     "json-error-wrong-code": (1, "lock-error-structured", "fail", {"lock-released-on-exit": "pass"}, ONE_ROUND),
     "lock-wait-forever": (2, "lock-wait-timeout", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
     "session-id-ignored": (2, "session-isolation", "fail", {"lock-wait-timeout": "pass"}, ONE_ROUND),
-    "session-hashed": (3, "session-isolation", "pass", {"atomic-config-writes": "pass"}, ONE_ROUND),
     "inplace-under-flock": (2, "atomic-config-writes", "fail", {"session-isolation": "pass"}, ONE_ROUND),
     "tight-counter": (0, "no-silent-corruption", "fail", {"lock-excludes": "pass"}, ()),
 }

@@ -20,7 +20,7 @@ def session_verdict(name):
 def test_a_folder_named_after_a_hash_of_the_id_is_a_namespace():
     verdict = session_verdict("session-hashed")
     assert verdict["status"] == "pass", verdict
-    assert "by a folder of their own that the same id used again" in verdict["summary"]
+    assert "by a folder or name prefix of their own that the same id wrote in again" in verdict["summary"]
 
 
 @pytest.mark.timeout(120)

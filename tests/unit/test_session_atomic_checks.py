@@ -44,7 +44,16 @@ def test_a_hashed_namespace_found_again_by_the_same_id_passes():
                 session_trial(False, {"run-0": ["/sb/tmp/t/run-c/r"], "run-1": ["/sb/tmp/t/run-d/r"]}))
     v = session.check(h)
     assert v.status == "pass", v
-    assert "2 session(s) by a folder of their own that the same id used again" in v.summary
+    assert "2 session(s) by a folder or name prefix of their own that the same id wrote in again" in v.summary
+
+
+def test_a_file_name_that_starts_with_a_hash_of_the_id_is_a_namespace_and_mkstemp_alone_is_not():
+    prefixed = twice({0: ("/sb/tmp/tool-aa-r1.tmp", "/sb/tmp/tool-aa-r2.tmp"),
+                      1: ("/sb/tmp/tool-bb-r3.tmp", "/sb/tmp/tool-bb-r4.tmp")})
+    assert session.check(history(session_trial(True, prefixed), session_trial(False, {"run-0": []}))).status == "pass"
+    random = twice({0: ("/sb/tmp/tmpa1", "/sb/tmp/tmpb2"), 1: ("/sb/tmp/tmpc3", "/sb/tmp/tmpd4")})
+    v = session.check(history(session_trial(True, random), session_trial(False, {"run-0": []})))
+    assert [f.code for f in v.findings] == ["CR501", "CR501"]
 
 
 def test_session_id_ignored_lands_elsewhere_the_second_time():

@@ -3,18 +3,19 @@ lies in a namespace of its own session, and no output is clobbered; without ids,
 distinct temp paths.
 
 A temp path is in its session's namespace on either of two pieces of evidence, and the verdict says which:
-the path spells the session id (the literal id), or a folder of it (or the path itself) is the session's
-alone, used again when the same id ran a second time (run-N, then again-N) and by no run of another session
-nor by any run without an id. A tool that names its folder `s-` plus a hash of the id passes on the second;
-one that ignores the id and makes a fresh folder per run lands in another folder the second time and fails.
+the path spells the session id (the literal id), or it has a beginning in common with a path that the same id
+wrote when it ran a second time (run-N, then again-N: a folder such as `s-<hash of the id>/`, or the start of a
+file name) that no path of another session or of a run without an id has. A tool that names its folder `s-`
+plus a hash of the id passes on the second; one that ignores the id and makes a fresh folder per run shares
+no more with itself the second time than with any other run, and fails.
 Paths are compared relative to each trial's sandbox and shown as {sandbox}/...; an invocation killed at its
 deadline is unknown, never a failure of its own, and it leaves the criterion undecided rather than passed.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+import os
 from collections.abc import Iterable
-from pathlib import PurePosixPath
 
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
 from ..history import History, OutputRun, SessionRun
@@ -48,15 +49,6 @@ def _at_or_under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _folders(rel: str, temp_dirs: list[str]) -> list[str]:
-    """The path and its folders strictly below the temp directory holding it, shallowest first."""
-    base = next((d for d in temp_dirs if _at_or_under(rel, d) and rel != d), None)
-    if base is None:
-        return []
-    parts = PurePosixPath(rel).relative_to(base).parts
-    return [str(PurePosixPath(base, *parts[:n])) for n in range(1, len(parts) + 1)]
-
-
 class _Sessions:
     """Where each session's runs wrote, against everyone else's writes: the with-ids trial and the runs
     without an id (whose paths, relative to their own sandbox, would be the same files on one machine)."""
@@ -72,10 +64,14 @@ class _Sessions:
         return {p for label, paths in self.writes.items() if self.session.get(label) != sid for p in paths} | \
             {p for paths in self.unnamed.values() for p in paths}
 
-    def own_folder(self, rel: str, outsiders: set[str]) -> str | None:
-        """The shallowest folder of `rel` (or `rel` itself) that no outsider wrote at or under."""
-        return next((d for d in _folders(rel, self.temp_dirs)
-                     if not any(_at_or_under(p, d) for p in outsiders)), None)
+    def namespace(self, rel: str, other: str, outsiders: set[str]) -> str | None:
+        """What `rel` and a path that `other` (the same id, run again) wrote have in common, past the temp
+        directory (a folder, `s-<hash>/`, or the start of a file name), when no outsider's path begins so."""
+        base = next((d for d in self.temp_dirs if _at_or_under(rel, d)), "")
+        shared = max((os.path.commonprefix([rel, q]) for q in self.writes[other]), key=len, default="")
+        if len(shared) <= len(base.rstrip("/")) + 1 or any(p.startswith(shared) for p in outsiders):
+            return None
+        return shared
 
 
 def _namespace_findings(trial: SessionRun, writes: dict[str, list[str]], unnamed: dict[str, list[str]]
@@ -123,22 +119,21 @@ def _namespace_findings(trial: SessionRun, writes: dict[str, list[str]], unnamed
 
 def _stable(trial: SessionRun, sessions: _Sessions, label: str, labels: list[str], rel: str, outsiders: set[str]
             ) -> Finding | bool:
-    """True when every other run of the same id that wrote temp files wrote under `rel`'s own folder; a CR501
-    finding when one that answered (like this one) did not; False when nothing shows either way."""
-    folder = sessions.own_folder(rel, outsiders)
+    """True when every other run of the same id that wrote temp files wrote in `rel`'s namespace (see
+    _Sessions.namespace); a CR501 finding when one that answered (like this one) did not; False when nothing
+    shows either way."""
     others = [o for o in labels if o != label and sessions.writes[o]]
-    if folder is None or not others:
-        return False
-    astray = [o for o in others if not any(_at_or_under(p, folder) for p in sessions.writes[o])]
-    if not astray:
-        return True
+    astray = [o for o in others if sessions.namespace(rel, o, outsiders) is None]
+    if not others or not astray:
+        return bool(others)
     answered = [o for o in astray if _ok(trial, o) and _ok(trial, label)]
     if not answered:
         return False
     other = answered[0]
-    return finding("CR501", trial, [label, other], f"{_shown(trial, folder)} again", _shown(trial, sessions.writes[other][0]),
-                   label=label, session_id=sessions.session[label], path=_shown(trial, rel), again=other,
-                   again_path=_shown(trial, sessions.writes[other][0]))
+    elsewhere = _shown(trial, max(sessions.writes[other], key=lambda q: len(os.path.commonprefix([rel, q]))))
+    return finding("CR501", trial, [label, other], f"{_shown(trial, rel)} and a path of {other} in one namespace",
+                   elsewhere, label=label, session_id=sessions.session[label], path=_shown(trial, rel), again=other,
+                   again_path=elsewhere)
 
 
 def _ok(trial: SessionRun, label: str) -> bool:
@@ -223,7 +218,7 @@ def check(history: History) -> Verdict:
             findings.extend(found)
             undecided.extend(open_)
             how = [f"{placed['literal']} session(s) by the id spelt in the path"] if placed["literal"] else []
-            how += [f"{placed['stable']} session(s) by a folder of their own that the same id used again"] \
+            how += [f"{placed['stable']} session(s) by a folder or name prefix of their own that the same id wrote in again"] \
                 if placed["stable"] else []
             notes.append(f"{trial.name}: {count} temp files written by {len(writes)} runs"
                          + (f", placed in their session's namespace ({'; '.join(how)})" if how else ""))
