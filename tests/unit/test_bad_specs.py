@@ -134,7 +134,7 @@ CLI_CASES = {
     "timeout_in_words.yaml", "lock_hold_two_ways.yaml", "sandbox_cwd_root.yaml", "sandbox_take_path_escapes.yaml",
     "timeout_trailing_newline.yaml", "tag_int_not_a_number.yaml", "integer_4400_digits.yaml", "argument_nul.yaml",
     "env_value_too_large.yaml", "regex_repeat_too_large.yaml", "regex_catastrophic.yaml",
-    "sandbox_park_fifo_spec_dir.yaml", "setup_two_ways.yaml",
+    "sandbox_park_fifo_spec_dir.yaml",
 }
 if os.environ.get("CLIRACE_ALL_CLI"):
     CLI_CASES = {name for name, _, _ in CASES}
