@@ -83,13 +83,15 @@ def _argv_bytes(command) -> bytes:
 
 
 def _commands(data: dict):
-    for command in data.get("setup", []):
-        yield command
+    def setup(commands):  # a command of its own is a mapping: {run: [...]} or {sh: "..."}
+        return (next(iter(c.values()), "") if isinstance(c, dict) else c for c in commands)
+
+    yield from setup(data.get("setup", []))
     for workload in data.get("workloads", []):
         for name in ("run", "read", "add", "list"):
             if name in workload:
                 yield workload[name]
-        yield from workload.get("setup", [])
+        yield from setup(workload.get("setup", []))
     lock = data.get("lock", {})
     for name in ("contender", "error_command"):
         if name in lock:
@@ -136,12 +138,17 @@ def regexes(data: dict, located: Located) -> None:
 
 
 def config_queries(data: dict, located: Located) -> None:
-    """A keys config names its key one way: `key` (a dotted path) or `query` (a JMESPath expression)."""
+    """A keys config names its key one way: `key` (a dotted path) or `query` (a JMESPath expression); a sqlite
+    database (tables of rows, no dotted paths) only by `query`."""
     for index, workload in enumerate(data.get("workloads", [])):
         config = workload.get("config") if isinstance(workload, dict) else None
+        at = ("workloads", index, "config")
+        if isinstance(config, dict) and config.get("format") == "sqlite" and "query" not in config:
+            raise SpecError(f"{dotted(at)} is a sqlite database without a query; expected query: a JMESPath "
+                            "expression over its tables, each a list of rows, that finds {key}'s value, e.g. "
+                            "\"settings[?name=='{key}'].value | [0]\".", where=located.where_key(at + ("format",)))
         if not isinstance(config, dict) or "query" not in config:
             continue
-        at = ("workloads", index, "config")
         if "key" in config:
             raise SpecError(f"{dotted(at)} gives both 'key' and 'query'; expected one: 'key', a dotted path such as "
                             "'settings.{key}', or 'query', a JMESPath expression.", where=located.where_key(at + ("query",)))

@@ -233,8 +233,16 @@ def _duration(name: str, value, where: str) -> SpecError:
                      f"(seconds){suggestion or '.'}", where=where)
 
 
+SETUP_WAYS = ("run", "sh")
+
+
 def _command(error, name: str, value, where: str, located: Located) -> SpecError:
     expected = "a command: a list of arguments, or one string split like a shell would"
+    path = tuple(error.absolute_path)
+    if "setup" in path[-2:-1]:  # a setup command may also be a command of its own
+        if isinstance(value, dict):
+            return _setup_mapping(path, value, located)
+        expected += ", or a mapping with run or sh"
     if isinstance(value, list):
         if not value:
             return SpecError(f"{name} is an empty list; expected {expected}, starting with the program.", where=where)
@@ -246,6 +254,28 @@ def _command(error, name: str, value, where: str, located: Located) -> SpecError
     if value == "":
         return SpecError(f"{name} is an empty string; expected {expected}.", where=where)
     return SpecError(f"{name} is {show(value)}; expected {expected}.", where=where)
+
+
+def _setup_mapping(path, value: dict, located: Located) -> SpecError:
+    """A setup command given as a mapping that is neither {run: COMMAND} nor {sh: SCRIPT}."""
+    name = dotted(path)
+    ways = ("expected exactly one of run (a program and its arguments, run as they are, not appended to "
+            "tool.command) or sh (a script for /bin/sh)")
+    given = [way for way in SETUP_WAYS if way in value]
+    other = next((key for key in value if key not in SETUP_WAYS), None)
+    if other is not None:
+        guess = did_you_mean(other, SETUP_WAYS)
+        return SpecError(f"unknown key '{other}' in {name}; " + (f"did you mean {guess}?" if guess else f"{ways}."),
+                         where=located.where_key(path + (other,)), hint=None if not guess else ways[0].upper() + ways[1:] + ".")
+    if len(given) != 1:
+        return SpecError(f"{name} gives {' and '.join(given) or 'nothing'}; {ways}.", where=located.where_key(path))
+    way = given[0]
+    found = value[way]
+    if way == "sh":
+        return SpecError(f"{name}.sh is {show(found)}; expected a shell script, as a string with something in it.",
+                         where=located.where(path + ("sh",)))
+    return SpecError(f"{name}.run is {show(found)}; expected a command: a list of arguments (the program first), or "
+                     "one string split like a shell would.", where=located.where(path + ("run",)))
 
 
 def _regex(name: str, value, where: str) -> SpecError:

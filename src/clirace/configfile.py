@@ -1,4 +1,5 @@
 """Parsing config files that a target wrote, in the formats a spec may declare, and looking a key up in them.
+A SQLite database comes as clirace recorded it (its tables as JSON, scenarios/_sqlite.py).
 
 What a target wrote is untrusted: parsing is bounded in size (MAX_BYTES), nesting and, for YAML, alias
 expansion. A file beyond those bounds raises `TooLarge`, which is not evidence of a torn write: a check must
@@ -61,6 +62,8 @@ def parse(text: str | bytes, fmt: str):
             return tomllib.loads(text)
         if fmt == "ini":
             return _parse_ini(text)
+        if fmt == "sqlite":
+            return _sqlite(text)
     except Unparseable:
         raise
     except OverBudget as exc:
@@ -75,6 +78,18 @@ def parse(text: str | bytes, fmt: str):
 def _json(text: str):
     # A RecursionError from deep nesting ('[' * 100000) is caught by parse(): too deep to judge, not torn.
     return json.loads(text, parse_int=_int)
+
+
+def _sqlite(text: str) -> dict:
+    """A SQLite database as clirace recorded it (scenarios/_sqlite.py): its tables, each a list of rows."""
+    record = _json(text)
+    if isinstance(record, dict) and isinstance(record.get("too_large"), str):
+        raise TooLarge(record["too_large"])
+    if isinstance(record, dict) and isinstance(record.get("unreadable"), str):
+        raise Unparseable(record["unreadable"])
+    if not isinstance(record, dict) or not isinstance(record.get("tables"), dict):
+        raise Unparseable("not a record of a SQLite database")
+    return record["tables"]
 
 
 def _int(digits: str):
@@ -119,6 +134,20 @@ def lookup(data, expr: str, fmt: str, *, query: bool = False):
             return None
         node = node[part]
     return node
+
+
+def key_paths(data) -> set[tuple[str, ...]]:
+    """Every key of a parsed config, as the path of names leading to it through mappings (lists are values:
+    their entries are not followed). For ini, a key outside any section is ("DEFAULT", key)."""
+    out: set[tuple[str, ...]] = set()
+    stack: list[tuple[tuple[str, ...], object]] = [((), data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for name, child in node.items():
+                out.add(path + (str(name),))
+                stack.append((path + (str(name),), child))
+    return out
 
 
 def query_problem(expr: str) -> str | None:

@@ -196,6 +196,10 @@ class KeysRound(WorkloadRound):
     KIND: ClassVar[str] = "keys"
     keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # set-N -> (key, value)
     config: ConfigSnapshot | None = None
+    # Keys that existed before the parallel writes: earlier-N wrote its key one at a time before them (read back
+    # by get-earlier-N, or looked up in `config`), and `before` is the config file just before them.
+    earlier: dict[str, tuple[str, str]] = field(default_factory=dict)  # earlier-N -> (key, value)
+    before: ConfigSnapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -294,6 +298,7 @@ class KillPointsFound(Trial):
     points: tuple[KillPoint, ...] = ()
     traces: Traces = field(default_factory=dict)
     config_dir: str = ""
+    after: str | None = None  # the config once that writer ended: the new content a killed writer may leave
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Union
 
 import jsonschema
 
@@ -26,6 +27,17 @@ from .errors import SpecError
 from .vocab import ConfigFormat, HoldMode, LockKind, ReadyKind, WorkloadKind
 
 Argv = tuple[str, ...]
+SHELL = "/bin/sh"
+
+
+@dataclass(frozen=True)
+class OwnCommand:
+    """A setup command that is not appended to tool.command: a program of its own (`run: [...]`) or a shell
+    script (`sh: '...'`, run as /bin/sh -c SCRIPT)."""
+    argv: Argv
+
+
+SetupCommand = Union[Argv, OwnCommand]  # a plain command is appended to tool.command
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_PARALLEL = 8
@@ -48,7 +60,7 @@ class Workload:
     kind: WorkloadKind
     name: str
     run: Argv
-    setup: tuple[Argv, ...] = ()
+    setup: tuple[SetupCommand, ...] = ()
     read: Argv | None = None
     start: int | None = None
     config: ConfigFile | None = None
@@ -56,6 +68,12 @@ class Workload:
     claimed: str | None = None
     list: Argv | None = None
     value: str | None = None  # counter: the regex that finds the counter in read's output
+    key: str = "cliracek{i}"  # keys: the template of the i-th key's name ({i} keeps them distinct)
+
+    def key_name(self, i: int) -> str:
+        """The i-th key of a keys workload. A round of n writes keys 0..n-1 and the keys written before it take
+        n and on; the atomic-config trials number theirs the same way: no two writes of one trial share a key."""
+        return placeholders.expand(self.key, {"i": i})
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,7 @@ class Lock:
     hold: Hold
     error_command: Argv | None = None
     wait_option: Argv | None = None
+    wait_env: tuple[tuple[str, str], ...] = ()  # variables that set the lock-wait timeout, beside or instead of wait_option
     wait: float = DEFAULT_WAIT
     prompt: float = DEFAULT_PROMPT
     never_waits: bool = False  # fails fast: its prompt LOCK_HELD is its lock timeout (of 0)
@@ -99,7 +118,7 @@ class Spec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "{sandbox}"
     timeout: float = DEFAULT_TIMEOUT
-    setup: tuple[Argv, ...] = ()
+    setup: tuple[SetupCommand, ...] = ()
     parallel: int = DEFAULT_PARALLEL
     rounds: int = DEFAULT_ROUNDS
     workloads: tuple[Workload, ...] = ()
@@ -172,12 +191,14 @@ def _allowed_names(path: tuple) -> frozenset[str] | None:
             "setup": {"n"},
             "list": set(),
         }.get(field_name)
+        if field_name == "key" and len(path) == 3:  # the keys' name template: only their number
+            return frozenset({"i"})
         return None if extra is None else base | frozenset(extra)
     if head == "lock":
         sub = path[1]
         if sub == "hold":
             return base | {"ready_file", "release_file", "hold_seconds", "hold_ms", "pid", "now"}
-        if sub == "wait_option":
+        if sub in ("wait_option", "wait_env"):
             return base | {"timeout_ms", "timeout_s"}
         if sub in ("contender", "error_command"):
             return base
@@ -236,6 +257,13 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             raise SpecError(f"{dotted(where)} is {value!r}, which cannot be split into arguments ({exc}); expected "
                             "balanced quotes, or a list of arguments.", where=located.where(where)) from None
 
+    def setup(value, *where) -> SetupCommand:
+        if not isinstance(value, dict):
+            return argv(value, *where)
+        if "run" in value:
+            return OwnCommand(argv(value["run"], *where, "run"))
+        return OwnCommand((SHELL, "-c", value["sh"]))
+
     tool = data["tool"]
     workloads = []
     for index, w in enumerate(data.get("workloads", [])):
@@ -243,7 +271,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         config = w.get("config")
         workloads.append(Workload(
             kind=WorkloadKind(w["kind"]), name=w.get("name", f"{w['kind']}#{index}"), run=argv(w["run"], *at, "run"),
-            setup=tuple(argv(c, *at, "setup", n) for n, c in enumerate(w.get("setup", []))),
+            setup=tuple(setup(c, *at, "setup", n) for n, c in enumerate(w.get("setup", []))),
             read=argv(w["read"], *at, "read") if "read" in w else None,
             start=int(w["start"]) if "start" in w else None,
             config=ConfigFile(config["path"], ConfigFormat(config["format"]),
@@ -253,6 +281,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             claimed=w.get("claimed"),
             list=argv(w["list"], *at, "list") if "list" in w else None,
             value=w.get("value"),
+            key=w.get("key", Workload.key),
         ))
     lock = None
     if "lock" in data:
@@ -273,6 +302,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         lock = Lock(contender=argv(raw["contender"], "lock", "contender"), hold=hold,
                     error_command=argv(raw["error_command"], "lock", "error_command") if "error_command" in raw else None,
                     wait_option=argv(raw["wait_option"], "lock", "wait_option") if "wait_option" in raw else None,
+                    wait_env=tuple((str(k), str(v)) for k, v in (raw.get("wait_env") or {}).items()),
                     wait=duration(raw.get("wait", DEFAULT_WAIT)), prompt=duration(raw.get("prompt", DEFAULT_PROMPT)),
                     never_waits=bool(raw.get("never_waits", False)))
     session = None
@@ -285,7 +315,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
     return Spec(
         path=path, command=argv(tool["command"], "tool", "command"), env=dict(tool.get("env", {})),
         cwd=tool.get("cwd", "{sandbox}"), timeout=duration(tool.get("timeout", DEFAULT_TIMEOUT)),
-        setup=tuple(argv(c, "setup", n) for n, c in enumerate(data.get("setup", []))),
+        setup=tuple(setup(c, "setup", n) for n, c in enumerate(data.get("setup", []))),
         parallel=int(data.get("parallel", DEFAULT_PARALLEL)), rounds=int(data.get("rounds", DEFAULT_ROUNDS)),
         workloads=tuple(workloads), lock=lock, session=session, raw=data,
     )
@@ -310,28 +340,10 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
                             "printing the key's value).", where=located.where_key(("workloads", index, "read")),
                             hint="With both, it would be unclear which one decides whether a key was lost.")
     static = {"spec_dir": spec.spec_dir, "python": sys.executable}
-    command_at = located.where(("tool", "command"))
-    if not spec.command or not spec.command[0]:
-        raise SpecError("tool.command has no program; expected the program first, e.g. [\"{python}\", \"tool.py\"].",
-                        where=command_at)
-    program = placeholders.expand(spec.command[0], static)
-    if placeholders.names_in(program):
-        raise SpecError(f"tool.command starts with {spec.command[0]!r}, which depends on the sandbox; expected the "
-                        "program as a fixed path or a name on PATH.", where=command_at)
-    if "/" in program:
-        resolved = Path(program) if Path(program).is_absolute() else spec.spec_dir / program
-        if not resolved.exists():
-            raise SpecError(f"tool.command names the program {program!r}, which does not exist; expected an existing "
-                            "executable.", where=command_at,
-                            hint="Relative paths are resolved against the spec's directory; {spec_dir} names it.")
-        if not resolved.is_file() or not os.access(resolved, os.X_OK):
-            raise SpecError(f"tool.command names {program!r}, which is not executable; expected an executable file.",
-                            where=command_at,
-                            hint=f"chmod +x it, or run it through its interpreter (e.g. [\"{{python}}\", \"{program}\"]).")
-    elif not _spec_checks.program_on_path(program, spec.env, str(spec.spec_dir), located) and \
-            shutil.which(program) is None:
-        raise SpecError(f"tool.command names the program {program!r}, which is not on PATH; expected an installed "
-                        "program.", where=command_at, hint="Install it, or give its absolute path.")
+    _check_program(spec, spec.command, ("tool", "command"), located)
+    for at, command in _setup_commands(spec):
+        if isinstance(command, OwnCommand) and command.argv[0] != SHELL:
+            _check_program(spec, command.argv, at, located)
     cwd = placeholders.expand(spec.cwd, static)
     if not placeholders.names_in(cwd) and os.path.isabs(cwd) and not os.path.isdir(cwd):
         found = "is not a directory" if os.path.exists(cwd) else "does not exist"
@@ -341,9 +353,20 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
     if spec.session and spec.session.none and (spec.session.flag or spec.session.env or spec.session.run):
         raise SpecError("session says none (the tool has no session id) and also how to pass one; expected one of "
                         "the two.", where=located.where_key(("session",)))
-    if spec.lock and spec.lock.never_waits and spec.lock.wait_option:
-        raise SpecError("lock gives both never_waits and wait_option; expected one: a tool that never waits has no "
+    if spec.lock and spec.lock.never_waits and (spec.lock.wait_option or spec.lock.wait_env):
+        given = "wait_option" if spec.lock.wait_option else "wait_env"
+        raise SpecError(f"lock gives both never_waits and {given}; expected one: a tool that never waits has no "
                         "option to set its wait.", where=located.where_key(("lock", "never_waits")))
+    if spec.lock and spec.lock.wait_env and not any(
+            "{timeout_ms}" in value or "{timeout_s}" in value for _, value in spec.lock.wait_env):
+        raise SpecError(f"lock.wait_env is {dict(spec.lock.wait_env)}, which never uses {{timeout_ms}} or {{timeout_s}}; "
+                        "expected one of them where the timeout goes.", where=located.where_key(("lock", "wait_env")),
+                        hint='Write it like {TOOL_LOCK_TIMEOUT_MS: "{timeout_ms}"}.')
+    for index, workload in enumerate(spec.workloads):
+        if workload.kind is WorkloadKind.KEYS and "{i}" not in workload.key:
+            raise SpecError(f"workloads[{index}].key is {workload.key!r}, which never uses {{i}}; expected {{i}} where "
+                            "each key's number goes, so that the keys written together are distinct.",
+                            where=located.where(("workloads", index, "key")), hint='Write it like "task{i}".')
     if spec.session and not spec.session.none and spec.session.run is None and spec.workload("output") is None:
         raise SpecError("session has no 'run' (the command whose temp files are watched); expected one, since the "
                         "spec has no output workload to borrow it from.", where=located.where_key(("session",)))
@@ -364,6 +387,44 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
                             "lock.hold.env); expected one: "
                             "{release_file} (clirace creates it to let the holder finish) or {hold_seconds} (how "
                             "long to hold).", where=located.where(("lock", "hold", "command")))
+
+
+def _setup_commands(spec: Spec):
+    """(where, command) of every setup command of the spec and its workloads."""
+    yield from ((("setup", n, "run"), c) for n, c in enumerate(spec.setup))
+    for index, workload in enumerate(spec.workloads):
+        yield from ((("workloads", index, "setup", n, "run"), c) for n, c in enumerate(workload.setup))
+
+
+def _check_program(spec: Spec, command: Argv, at: tuple, located: Located) -> None:
+    """The program a command starts exists and can be run: tool.command's, or a setup command's `run`.
+
+    tool.command's program may not depend on the sandbox; a setup command's may (an earlier setup command can
+    install it there), and is then not checked."""
+    name, where = dotted(at), located.where(at)
+    if not command or not command[0]:
+        raise SpecError(f"{name} has no program; expected the program first, e.g. [\"{{python}}\", \"tool.py\"].",
+                        where=where)
+    program = placeholders.expand(command[0], {"spec_dir": spec.spec_dir, "python": sys.executable})
+    if placeholders.names_in(program):
+        if at[0] == "tool":
+            raise SpecError(f"{name} starts with {command[0]!r}, which depends on the sandbox; expected the program "
+                            "as a fixed path or a name on PATH.", where=where)
+        return
+    if "/" in program:
+        resolved = Path(program) if Path(program).is_absolute() else spec.spec_dir / program
+        if not resolved.exists():
+            raise SpecError(f"{name} names the program {program!r}, which does not exist; expected an existing "
+                            "executable.", where=where,
+                            hint="Relative paths are resolved against the spec's directory; {spec_dir} names it.")
+        if not resolved.is_file() or not os.access(resolved, os.X_OK):
+            raise SpecError(f"{name} names {program!r}, which is not executable; expected an executable file.",
+                            where=where,
+                            hint=f"chmod +x it, or run it through its interpreter (e.g. [\"{{python}}\", \"{program}\"]).")
+    elif not _spec_checks.program_on_path(program, spec.env, str(spec.spec_dir), located) and \
+            shutil.which(program) is None:
+        raise SpecError(f"{name} names the program {program!r}, which is not on PATH; expected an installed "
+                        "program.", where=where, hint="Install it, or give its absolute path.")
 
 
 def _get(data, path):

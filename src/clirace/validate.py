@@ -56,19 +56,21 @@ def coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
         out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock")
         out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
         out["lock-released-on-exit"] = _lock_release(spec, strace)
-        out["lock-wait-timeout"] = ((FULL, f"lock.wait_option {' '.join(spec.lock.wait_option)}, wait "
-                                           f"{spec.lock.wait:g}s") if spec.lock.wait_option else
+        given = [f"lock.wait_option {' '.join(spec.lock.wait_option)}"] if spec.lock.wait_option else []
+        given += [f"lock.wait_env {' '.join(f'{k}={v}' for k, v in spec.lock.wait_env)}"] if spec.lock.wait_env else []
+        out["lock-wait-timeout"] = ((FULL, f"{' and '.join(given)}, wait {spec.lock.wait:g}s") if given else
                                     (FULL, "lock.never_waits: the contender's prompt answer is its lock timeout")
                                     if spec.lock.never_waits else (NONE, ""))
     session = spec.session
     if session and session.none:
         out["session-isolation"] = (PARTIAL, "session.none: the tool has no session id, so this criterion fails")
     elif session and (session.flag or session.env):
-        how = f"session.{'flag' if session.flag else 'env'}, temp files of " + (
+        how = " and ".join(f"session.{way}" for way in ("flag", "env") if getattr(session, way)) + ", temp files of " + (
             "session.run" if session.run else "the output workload")
         out["session-isolation"] = (FULL, how) if usable else (NONE, f"needs strace: {why}")
     if keys and keys.config:
-        how = f"readers of {keys.config.path} ({keys.config.format}) during parallel writes"
+        how = (f"readers of {keys.config.path} ({keys.config.format}) during parallel writes" if keys.config.format != "sqlite"
+               else f"readers of the SQLite database {keys.config.path}, through its own lock, during parallel writes")
         if usable:
             out["atomic-config-writes"] = (FULL, how + "; writers killed mid-write (strace)")
         else:

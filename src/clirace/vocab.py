@@ -46,6 +46,7 @@ class ConfigFormat(_Word):
     YAML = "yaml"
     TOML = "toml"
     INI = "ini"
+    SQLITE = "sqlite"  # a SQLite database, recorded as its tables (scenarios/_sqlite.py)
 
 
 class Outcome(_Word):

@@ -71,6 +71,12 @@ CASES = [
     ("session_flag_without_session_id.yaml", 8, "never uses {session_id}"),
     ("wait_option_without_timeout_ms.yaml", 8, "never uses {timeout_ms}"),
     ("hold_command_without_release.yaml", 7, "neither {release_file} nor {hold_seconds}"),
+    ("wait_env_without_timeout.yaml", 8, "lock.wait_env is {'TOOL_LOCK_WAIT': '1000'}, which never uses {timeout_ms}"),
+    ("keys_key_without_i.yaml", 8, "workloads[0].key is 'task', which never uses {i}"),
+    ("keys_key_unknown_placeholder.yaml", 8, "unknown placeholder '{n}' in workloads[0].key; expected one of {i}"),
+    # setup commands of their own
+    ("setup_two_ways.yaml", 6, "setup[1] gives run and sh; expected exactly one of run"),
+    ("setup_run_not_on_path.yaml", 5, "setup[0].run names the program 'clirace-no-such-setup-program', which is not on PATH"),
     # the program and its working directory
     ("command_not_on_path.yaml", 3, "'clirace-no-such-program', which is not on PATH"),
     ("program_not_executable.yaml", 4, "not_executable.sh', which is not executable"),
@@ -106,6 +112,7 @@ CASES = [
     ("integer_4400_digits.yaml", 4, "a number of 4,400 characters; expected a number of at most 18 digits"),
     ("argument_nul.yaml", 6, "workloads[0].run[1] holds a NUL character"),
     ("keys_read_and_config.yaml", 7, "gives both 'read' and 'config'"),
+    ("keys_sqlite_without_query.yaml", 7, "workloads[0].config is a sqlite database without a query"),
     ("argument_lone_surrogate.yaml", 6, "workloads[0].run[1] holds the lone surrogate \\ud800"),
     ("env_value_too_large.yaml", 5, "tool.env.BIG is 200,000 bytes long; expected at most 100,000 bytes"),
     ("env_path_nonexistent.yaml", 5, "the program 'sh', which is not on the PATH that tool.env sets ('/nonexistent')"),

@@ -13,26 +13,90 @@ def wrote(path):
     return FileOp(pid=1, call="openat", paths=(path,), ok=True, flags=("O_CREAT", "O_WRONLY"), writes=True)
 
 
-def session_trial(with_ids, writes, observed=True, produced=None):
-    runs = {label: OutputRun(f"m{i}", f"/o{i}", f"sess{i}", (produced or {}).get(label, f"m{i}"))
-            for i, label in enumerate(writes)}
+def session_trial(with_ids, writes, observed=True, produced=None, invocations=None):
+    """run-N and again-N carry the session id sessN (with ids); paths are under the sandbox /sb."""
+    runs = {label: OutputRun(f"m{label.split('-')[1]}", f"/o{label}", f"sess{label.split('-')[1]}" if with_ids else "",
+                             (produced or {}).get(label, f"m{label.split('-')[1]}"))
+            for label in writes}
     traces = {label: tuple(wrote(p) for p in paths) for label, paths in writes.items()} if observed else {}
-    return SessionRun(name="with" if with_ids else "without", invocations=tuple(inv(label) for label in writes),
+    return SessionRun(name="with" if with_ids else "without",
+                      invocations=invocations or tuple(inv(label) for label in writes),
                       with_ids=with_ids, runs=runs, temp_dirs=("/sb/tmp",), traced=observed, traces=traces,
                       sandbox="/sb")
+
+
+def twice(paths):
+    """The same session ids run twice: {N: (first path, again path)} -> run-N and again-N writes."""
+    return {**{f"run-{n}": [first] for n, (first, _) in paths.items()},
+            **{f"again-{n}": [again] for n, (_, again) in paths.items()}}
 
 
 def test_session_paths_with_own_ids_pass():
     h = history(session_trial(True, {"run-0": ["/sb/tmp/t/sess0/r"], "run-1": ["/sb/tmp/t/sess1/r"]}),
                 session_trial(False, {"run-0": ["/sb/tmp/t/a/r"], "run-1": ["/sb/tmp/t/b/r"]}))
-    assert session.check(h).status == "pass"
+    v = session.check(h)
+    assert v.status == "pass" and "by the id spelt in the path" in v.summary
 
 
-def test_session_id_ignored():
+def test_a_hashed_namespace_found_again_by_the_same_id_passes():
+    h = history(session_trial(True, twice({0: ("/sb/tmp/t/s-aa/r", "/sb/tmp/t/s-aa/r.tmp"),
+                                           1: ("/sb/tmp/t/s-bb/r", "/sb/tmp/t/s-bb/r")})),
+                session_trial(False, {"run-0": ["/sb/tmp/t/run-c/r"], "run-1": ["/sb/tmp/t/run-d/r"]}))
+    v = session.check(h)
+    assert v.status == "pass", v
+    assert "2 session(s) by a folder or name prefix of their own that the same id wrote in again" in v.summary
+
+
+def test_a_file_name_that_starts_with_a_hash_of_the_id_is_a_namespace_and_mkstemp_alone_is_not():
+    prefixed = twice({0: ("/sb/tmp/tool-aa-r1.tmp", "/sb/tmp/tool-aa-r2.tmp"),
+                      1: ("/sb/tmp/tool-bb-r3.tmp", "/sb/tmp/tool-bb-r4.tmp")})
+    assert session.check(history(session_trial(True, prefixed), session_trial(False, {"run-0": []}))).status == "pass"
+    random = twice({0: ("/sb/tmp/tmpa1", "/sb/tmp/tmpb2"), 1: ("/sb/tmp/tmpc3", "/sb/tmp/tmpd4")})
+    v = session.check(history(session_trial(True, random), session_trial(False, {"run-0": []})))
+    assert [f.code for f in v.findings] == ["CR501", "CR501"]
+
+
+def test_session_id_ignored_lands_elsewhere_the_second_time():
+    h = history(session_trial(True, twice({0: ("/sb/tmp/t/r1/x", "/sb/tmp/t/r2/x"),
+                                           1: ("/sb/tmp/t/r3/x", "/sb/tmp/t/r4/x")})),
+                session_trial(False, {"run-0": [], "run-1": []}))
+    v = session.check(h)
+    assert [f.code for f in v.findings] == ["CR501", "CR501"]
+    first = v.findings[0]
+    assert first.args["path"] == "{sandbox}/tmp/t/r1/x" and first.args["again_path"] == "{sandbox}/tmp/t/r2/x"
+    assert "/sb/" not in first.message()
+
+
+def test_a_shared_path_is_shared_whatever_the_id():
+    h = history(session_trial(True, twice({0: ("/sb/tmp/t/x", "/sb/tmp/t/x"), 1: ("/sb/tmp/t/x", "/sb/tmp/t/x")})),
+                session_trial(False, {"run-0": [], "run-1": []}))
+    v = session.check(h)
+    assert [f.code for f in v.findings] == ["CR502"]
+    assert v.findings[0].args["path"] == "{sandbox}/tmp/t/x"
+
+
+def test_a_session_path_written_by_runs_without_an_id_is_shared():
+    h = history(session_trial(True, twice({0: ("/sb/tmp/t/default/x", "/sb/tmp/t/default/x"),
+                                           1: ("/sb/tmp/t/s1/x", "/sb/tmp/t/s1/x")})),
+                session_trial(False, {"run-0": ["/sb/tmp/t/default/x"]}))
+    assert {f.code for f in session.check(h).findings} == {"CR505"}
+
+
+def test_without_a_second_run_of_the_id_a_path_without_it_is_undecided():
+    # A history from before ids ran twice: the literal id is the only evidence it holds.
     h = history(session_trial(True, {"run-0": ["/sb/tmp/t/x/r"], "run-1": ["/sb/tmp/t/sess1/r"]}),
                 session_trial(False, {"run-0": [], "run-1": []}))
     v = session.check(h)
-    assert [f.code for f in v.findings] == ["CR501"]
+    assert v.status == "unknown" and not v.findings and "twice" in v.summary
+
+
+def test_a_run_killed_at_its_deadline_is_unknown_not_a_failed_session_run():
+    writes = twice({0: ("/sb/tmp/t/s-a/r", "/sb/tmp/t/s-a/r"), 1: ("/sb/tmp/t/s-b/r", "/sb/tmp/t/s-b/r")})
+    killed_run = (*(inv(label) for label in writes if label != "again-1"),
+                  inv("again-1", None, timed_out=True, ended=10.0))
+    h = history(session_trial(True, writes, invocations=killed_run), session_trial(False, {"run-0": []}))
+    v = session.check(h)
+    assert v.status == "unknown" and not v.findings and "deadline" in v.summary
 
 
 def test_shared_temp_path_without_ids():

@@ -25,6 +25,17 @@ def test_validate_says_per_criterion_what_the_spec_lets_clirace_test():
     assert words["atomic-config-writes"].startswith("partly")
 
 
+def test_validate_for_a_tool_whose_state_is_sqlite_and_whose_lock_wait_is_an_environment_variable():
+    """Issue 18: atomic-config-writes can be tested on a SQLite database, the lock wait given by wait_env, the
+    session id by a flag and a variable at once (fixtures/tasks-sqlite)."""
+    proc = run_clirace("validate", FIXTURES / "tasks-sqlite" / "clirace.yaml")
+    assert proc.returncode == 0, proc.stderr
+    lines = {line.split()[2]: line for line in proc.stdout.splitlines() if line.startswith("  level")}
+    assert "will test" in lines["lock-wait-timeout"] and "lock.wait_env TASKS_LOCK_TIMEOUT_MS=" in lines["lock-wait-timeout"]
+    assert "SQLite database" in lines["atomic-config-writes"] and "will not" not in lines["atomic-config-writes"]
+    assert "session.flag and session.env" in lines["session-isolation"]
+
+
 @pytest.mark.parametrize("strace", [True, False], ids=["strace", "no-strace"])
 def test_validate_says_a_take_hold_tests_release_through_strace(strace):
     """With lock.hold.take, release on exit is tested by stopping a real contender at its lock call: it needs

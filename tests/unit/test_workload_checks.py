@@ -73,6 +73,45 @@ def test_keys_lost_at_a_rendezvous_shows_where_each_was_held():
     assert "in arrival order (set-0, set-1)" in found.evidence.observed
 
 
+def snapshot(text, fmt="json"):
+    return ConfigSnapshot("c", ConfigFormat(fmt), "{key}", text)
+
+
+def test_keys_that_existed_before_the_round_and_vanished_are_named():
+    """The field notes' wipe: a reader saw the file empty during another's rewrite and wrote back its own key."""
+    wiped = dataclasses.replace(keys_trial('{"k1": "v1"}', [True, True]),
+                                before=snapshot('{"theme": "dark", "ui": {"font": "x"}, "k9": "e0"}'))
+    v = keys.check(history(wiped))
+    assert [f.code for f in v.findings] == ["CR111", "CR114"]
+    assert v.findings[1].args == {"count": 3, "keys": "k9, theme, ui"}  # ui.font goes with ui
+    assert v.findings[1].severity == "corruption"
+    assert "3 key(s) that existed before the round wiped (k9, theme, ui)" in v.summary
+
+
+def test_keys_from_before_that_the_tool_drops_alone_are_not_a_race():
+    serial = dataclasses.replace(keys_trial('{"k0": "v0"}', [True]), serial=True, before=snapshot('{"draft": "1"}'))
+    parallel = dataclasses.replace(keys_trial('{"k0": "v0", "k1": "v1"}', [True, True]),
+                                   before=snapshot('{"draft": "1", "theme": "dark"}'))
+    v = keys.check(history(serial, parallel))
+    assert [(f.code, f.args["keys"]) for f in v.findings] == [("CR114", "theme")]
+    kept = dataclasses.replace(parallel, config=snapshot('{"k0": "v0", "k1": "v1", "theme": "dark"}'))
+    v = keys.check(history(serial, kept))
+    assert v.status == "pass" and "and the 1 key(s) that existed before their round, were present" in v.summary
+
+
+def test_a_key_written_just_before_the_round_is_read_back_with_the_round():
+    ks = {"set-0": ("k0", "v0")}
+    wrote_earlier = (inv("earlier-0"), inv("set-0"), inv("get-0", stdout="v0"))
+    gone = KeysRound(invocations=(*wrote_earlier, inv("get-earlier-0", 0, stdout="")), keys=ks,
+                     earlier={"earlier-0": ("k1", "e0")})
+    v = keys.check(history(gone))
+    assert [(f.code, f.args["keys"]) for f in v.findings] == [("CR114", "k1")]
+    kept = dataclasses.replace(gone, invocations=(*wrote_earlier, inv("get-earlier-0", 0, stdout="e0")))
+    assert keys.check(history(kept)).status == "pass"
+    refused = dataclasses.replace(gone, invocations=(inv("earlier-0", 1), *wrote_earlier[1:]))
+    assert keys.check(history(refused)).status == "pass"  # it never existed
+
+
 def test_keys_failed_writer_may_be_missing():
     assert keys.check(history(keys_trial('{"k0": "v0"}', [True, False]))).status == "pass"
 

@@ -36,10 +36,11 @@ def read_counter(trial: CounterRound, label: str) -> int:
 def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | None]:
     """key -> value found afterwards (None if missing); or a finding when the config does not parse."""
     config = trial.config
+    written = {**trial.earlier, **trial.keys}  # earlier-N is read back by get-earlier-N, set-N by get-N
     if config is None:
         values: dict[str, str | None] = {}
-        for label, (key, _value) in trial.keys.items():
-            get = trial.invocation(f"get-{label[4:]}")
+        for label, (key, _value) in written.items():
+            get = trial.invocation(f"get-{label.removeprefix('set-')}")
             # A key read back as empty with exit 0 is gone, not stale: tools print nothing for a missing key.
             values[key] = get.stdout.strip() or None if get is not None and get.ok else None
         return values, None
@@ -56,7 +57,7 @@ def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | Non
     except Unparseable as exc:
         return {}, finding("CR113", trial, [], "a parseable config", config.text[:120], error=str(exc))
     values = {}
-    for key, _ in trial.keys.values():
+    for key, _ in written.values():
         value = lookup(data, placeholders.expand(config.key, {"key": key}), config.format, query=config.query)
         values[key] = None if value is None else str(value)
     return values, None

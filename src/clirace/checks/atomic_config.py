@@ -2,6 +2,7 @@
 old or the new file, whole."""
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -18,8 +19,14 @@ from ._observed import summaries
 ID = "atomic-config-writes"
 
 
-def kill_outcome(trial: WriterKilled) -> str | None:
-    """None if the file is the old or the new one, whole; else a description of what was left."""
+def kill_outcome(trial: WriterKilled, new: str | None = None) -> str | None:
+    """None if the file is the old or the new one, whole; else a description of what was left.
+
+    The new one is the old one with the key set. Found by a query (a list entry, a database row), the key's
+    entry cannot be taken out by path, so the new one is judged against `new`, the config a writer of the same
+    key and value left when it ran to its end (KillPointsFound.after), up to the entries that name the key:
+    a row inserted without the count the tool keeps beside it is half a write. Without that reference (an
+    older history), the old one with only entries naming the key added passes."""
     fmt = trial.format
     if trial.after is None:
         return "missing"
@@ -34,9 +41,21 @@ def kill_outcome(trial: WriterKilled) -> str | None:
         return None
     dotted = placeholders.expand(trial.key_path, {"key": trial.key})
     value = lookup(after, dotted, fmt, query=trial.query)
-    if value is not None and trial.value in str(value) and _drop(after, dotted) == old:  # as in keys: maybe wrapped
+    if value is None or trial.value not in str(value):  # as in keys: the value may be wrapped
+        return "parseable but neither the old nor the new content"
+    if not trial.query:
+        rest = _drop(after, dotted) == old
+    else:
+        reference = _parsed_or_none(new, fmt)
+        rest = _unmentioned(after, trial.key) == _unmentioned(old if reference is None else reference, trial.key)
+    return None if rest else "parseable but neither the old nor the new content"
+
+
+def _parsed_or_none(text: str | None, fmt: str) -> Any:
+    try:
+        return None if text is None else parse(text, fmt)
+    except Unparseable:  # TooLarge included: a reference that cannot be read says nothing
         return None
-    return "parseable but neither the old nor the new content"
 
 
 _KILLED = re.compile(r"^(\d+)\s+\+\+\+ killed by SIGKILL")
@@ -78,6 +97,17 @@ def _drop(data: Any, dotted: str) -> Any:
         node = node.get(part, {}) if isinstance(node, dict) else {}
     if isinstance(node, dict):
         node.pop(parts[-1], None)
+    return data
+
+
+def _unmentioned(data: Any, key: str) -> Any:
+    """`data` without what names `key`: list entries (a kubeconfig's cluster, a database's row) and mapping
+    entries whose text holds it. A query finds a key among values, so its entry cannot be dropped by path."""
+    if isinstance(data, dict):
+        return {k: _unmentioned(v, key) for k, v in data.items()
+                if key not in str(k) and (isinstance(v, (dict, list)) or key not in str(v))}
+    if isinstance(data, list):
+        return [_unmentioned(v, key) for v in data if key not in json.dumps(v, default=str)]
     return data
 
 
@@ -137,7 +167,7 @@ def check(history: History) -> Verdict:
     misplaced: list[str] = []
     for trial in killed_trials:
         assert trial.point is not None
-        state = kill_outcome(trial)
+        state = kill_outcome(trial, found[0].after if found else None)
         if state:
             findings.append(finding("CR602", trial, ["killed-writer"], "the old or the new config, whole", state,
                                     point=trial.point.name, state=state))

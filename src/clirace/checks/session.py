@@ -1,27 +1,177 @@
-"""Session isolation (level 3): with distinct session ids every temp file's path holds its own id and no
-output is clobbered; without ids, parallel runs still use distinct temp paths."""
+"""Session isolation (level 3), judged as isolation: with distinct session ids, every temp path a run writes
+lies in a namespace of its own session, and no output is clobbered; without ids, parallel runs still use
+distinct temp paths.
+
+A temp path is in its session's namespace on either of two pieces of evidence, and the verdict says which:
+the path spells the session id (the literal id), or it has a beginning in common with a path that the same id
+wrote when it ran a second time (run-N, then again-N: a folder such as `s-<hash of the id>/`, or the start of a
+file name) that no path of another session or of a run without an id has. A tool that names its folder `s-`
+plus a hash of the id passes on the second; one that ignores the id and makes a fresh folder per run shares
+no more with itself the second time than with any other run, and fails.
+Paths are compared relative to each trial's sandbox and shown as {sandbox}/...; an invocation killed at its
+deadline is unknown, never a failure of its own, and it leaves the criterion undecided rather than passed.
+"""
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
+import os
+from collections.abc import Iterable
 
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
-from ..history import History, SessionRun
-from ._common import Undecided, finding, not_run_verdict
+from ..history import History, OutputRun, SessionRun
 from ..observe import written_paths
+from ..vocab import Outcome
+from ._common import Undecided, finding, not_run_verdict
 from .output import output_findings
 
 ID = "session-isolation"
+BATCHES = ("run-", "again-")  # with ids: the first runs, then the same ids again once those have ended
 
 
 def temp_writes(trial: SessionRun) -> dict[str, list[str]]:
-    """label -> the files it wrote under the temp directories (from its trace)."""
-    return {label: [p for p in written_paths(ops) if any(_under(p, d) for d in trial.temp_dirs)]
+    """label -> the files it wrote under the temp directories (from its trace), relative to the sandbox."""
+    temp_dirs = [_relative(trial, d) for d in trial.temp_dirs]
+    return {label: [rel for rel in map(lambda p: _relative(trial, p), written_paths(ops))
+                    if any(_at_or_under(rel, d) for d in temp_dirs)]
             for label, ops in trial.traces.items()}
 
 
-def _under(path: str, directory: str) -> bool:
-    return Path(path) == Path(directory) or Path(directory) in Path(path).parents
+def _relative(trial: SessionRun, path: str) -> str:
+    root = trial.sandbox.rstrip("/") + "/" if trial.sandbox else ""
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+def _shown(trial: SessionRun, rel: str) -> str:
+    return f"{{sandbox}}/{rel}" if trial.sandbox and not rel.startswith("/") else rel
+
+
+def _at_or_under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+class _Sessions:
+    """Where each session's runs wrote, against everyone else's writes: the with-ids trial and the runs
+    without an id (whose paths, relative to their own sandbox, would be the same files on one machine)."""
+
+    def __init__(self, trial: SessionRun, writes: dict[str, list[str]], unnamed: dict[str, list[str]]):
+        self.trial = trial
+        self.temp_dirs = [_relative(trial, d) for d in trial.temp_dirs]
+        self.session = {label: run.session_id for label, run in trial.runs.items()}
+        self.writes = writes
+        self.unnamed = unnamed  # "run-N (without ids)" -> paths
+
+    def outsiders(self, sid: str) -> set[str]:
+        return {p for label, paths in self.writes.items() if self.session.get(label) != sid for p in paths} | \
+            {p for paths in self.unnamed.values() for p in paths}
+
+    def namespace(self, rel: str, other: str, outsiders: set[str]) -> str | None:
+        """What `rel` and a path that `other` (the same id, run again) wrote have in common, past the temp
+        directory (a folder, `s-<hash>/`, or the start of a file name), when no outsider's path begins so."""
+        base = next((d for d in self.temp_dirs if _at_or_under(rel, d)), "")
+        shared = max((os.path.commonprefix([rel, q]) for q in self.writes[other]), key=len, default="")
+        if len(shared) <= len(base.rstrip("/")) + 1 or any(p.startswith(shared) for p in outsiders):
+            return None
+        return shared
+
+
+def _namespace_findings(trial: SessionRun, writes: dict[str, list[str]], unnamed: dict[str, list[str]]
+                        ) -> tuple[list[Finding], dict[str, int], list[str]]:
+    """Findings CR501/CR505 for the with-ids trial; how many sessions each kind of evidence placed; and why
+    the sessions that could not be placed could not (the same id's other run wrote no temp file, or ended
+    without an answer)."""
+    sessions = _Sessions(trial, writes, unnamed)
+    by_session: dict[str, list[str]] = defaultdict(list)
+    for label in writes:
+        by_session[sessions.session.get(label, label)].append(label)
+    findings: list[Finding] = []
+    placed = {"literal": 0, "stable": 0}
+    undecided: list[str] = []
+    for sid, labels in by_session.items():
+        outsiders = sessions.outsiders(sid)
+        evidence: set[str] = set()
+        open_questions: list[str] = []
+        for label in labels:
+            for rel in writes[label]:
+                if rel in outsiders:
+                    owners = [u for u, paths in unnamed.items() if rel in paths]
+                    if owners and not any(rel in writes[o] for o in writes if sessions.session.get(o) != sid):
+                        findings.append(finding("CR505", trial, [label], "a path no run without an id writes",
+                                                _shown(trial, rel), label=label, session_id=sid,
+                                                path=_shown(trial, rel), labels=", ".join(owners)))
+                    continue  # shared with another session: CR502
+                if sid in rel:
+                    evidence.add("literal")
+                    continue
+                verdict = _stable(trial, sessions, label, labels, rel, outsiders)
+                if isinstance(verdict, Finding):
+                    findings.append(verdict)
+                elif verdict:
+                    evidence.add("stable")
+                else:
+                    open_questions.append(rel)
+        if open_questions and not any(f.args.get("session_id") == sid for f in findings):
+            undecided.append(f"{_shown(trial, open_questions[0])} (session id {sid}): the same id's other run "
+                             "wrote no temp file, or ended without an answer, so where the id leads twice was not seen")
+        for kind in evidence:
+            placed[kind] += 1
+    return _one_per_session(findings), placed, undecided
+
+
+def _stable(trial: SessionRun, sessions: _Sessions, label: str, labels: list[str], rel: str, outsiders: set[str]
+            ) -> Finding | bool:
+    """True when every other run of the same id that wrote temp files wrote in `rel`'s namespace (see
+    _Sessions.namespace); a CR501 finding when one that answered (like this one) did not; False when nothing
+    shows either way."""
+    others = [o for o in labels if o != label and sessions.writes[o]]
+    astray = [o for o in others if sessions.namespace(rel, o, outsiders) is None]
+    if not others or not astray:
+        return bool(others)
+    answered = [o for o in astray if _ok(trial, o) and _ok(trial, label)]
+    if not answered:
+        return False
+    other = answered[0]
+    elsewhere = _shown(trial, max(sessions.writes[other], key=lambda q: len(os.path.commonprefix([rel, q]))))
+    return finding("CR501", trial, [label, other], f"{_shown(trial, rel)} and a path of {other} in one namespace",
+                   elsewhere, label=label, session_id=sessions.session[label], path=_shown(trial, rel), again=other,
+                   again_path=elsewhere)
+
+
+def _ok(trial: SessionRun, label: str) -> bool:
+    inv = trial.invocation(label)
+    return inv is not None and inv.ok
+
+
+def _one_per_session(findings: list[Finding]) -> list[Finding]:
+    """One CR501 per session id (its first path): the same two runs otherwise repeat it for every file."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        key = (f.code, f.args.get("session_id", ""))
+        if f.code == "CR501" and key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def _shared(trial: SessionRun, writes: dict[str, list[str]]) -> list[Finding]:
+    """CR502: one temp path written by runs of more than one session (without ids: by more than one run)."""
+    owner = {label: (run.session_id if trial.with_ids else label) for label, run in trial.runs.items()}
+    users: dict[str, list[str]] = defaultdict(list)
+    for label, paths in writes.items():
+        for rel in paths:
+            users[rel].append(label)
+    return [finding("CR502", trial, labels, "one path per invocation", _shown(trial, rel), count=len(labels),
+                    path=_shown(trial, rel), labels=", ".join(labels))
+            for rel, labels in users.items() if len({owner.get(label, label) for label in labels}) > 1]
+
+
+def _batches(trial: SessionRun) -> Iterable[dict[str, OutputRun]]:
+    """The runs of each batch: outputs are compared within one (the same inputs fed twice)."""
+    for prefix in BATCHES:
+        runs = {label: run for label, run in trial.runs.items() if label.startswith(prefix)}
+        if runs:
+            yield runs
 
 
 def check(history: History) -> Verdict:
@@ -37,39 +187,57 @@ def check(history: History) -> Verdict:
     if errored:
         return Verdict(ID, UNKNOWN, f"could not decide: {errored.error}")
     findings: list[Finding] = []
-    notes = []
+    failed: list[Finding] = []  # CR503, after the findings about paths and outputs, which say more
+    notes: list[str] = []
+    unanswered: list[str] = []
+    undecided: list[str] = []
+    unnamed = {f"{label} (without ids)": paths for t in trials if not t.with_ids and t.traced
+               for label, paths in temp_writes(t).items()}
     for trial in trials:
-        if trial.with_ids:
-            for label in trial.runs:
-                inv = trial.invocation(label)
-                if inv is not None and not inv.ok:
-                    findings.append(finding("CR503", trial, [label], "exit 0", inv.ending(), label=label,
-                                            outcome=inv.ending(), printed=inv.printed(100)))
-        try:
-            findings.extend(output_findings(trial, trial.runs))
-        except Undecided as exc:  # the temp paths still speak; whose output is whose cannot be told
-            notes.append(f"{trial.name}: outputs not compared ({exc.args[0]})")
+        for label in trial.runs:
+            inv = trial.invocation(label)
+            if inv is None or inv.outcome is Outcome.OK:
+                continue
+            if inv.outcome is Outcome.UNKNOWN:  # killed at its deadline: it may have done its work or not
+                unanswered.append(f"{label} ({trial.name}) {inv.ending()}")
+            elif trial.with_ids:
+                failed.append(finding("CR503", trial, [label], "exit 0", inv.ending(), label=label,
+                                        outcome=inv.ending(), printed=inv.printed(100)))
+        for runs in _batches(trial):
+            try:
+                findings.extend(output_findings(trial, runs))
+            except Undecided as exc:  # the temp paths still speak; whose output is whose cannot be told
+                notes.append(f"{trial.name}: outputs not compared ({exc.args[0]})")
         if not trial.traced:
             continue
         writes = temp_writes(trial)
-        users = defaultdict(list)
-        for label, paths in writes.items():
-            for path in paths:
-                users[path].append(label)
-            if trial.with_ids:
-                sid = trial.runs[label].session_id
-                findings.extend(finding("CR501", trial, [label], f"a path containing {sid}", path, label=label,
-                                        session_id=sid, path=path) for path in paths if sid not in path)
-        findings.extend(finding("CR502", trial, labels, "one path per invocation", path, count=len(labels), path=path,
-                                labels=", ".join(labels)) for path, labels in users.items() if len(labels) > 1)
-        notes.append(f"{trial.name}: {sum(len(p) for p in writes.values())} temp files written")
+        findings.extend(_shared(trial, writes))
+        count = sum(len(p) for p in writes.values())
+        if trial.with_ids:
+            found, placed, open_ = _namespace_findings(trial, writes, unnamed)
+            findings.extend(found)
+            undecided.extend(open_)
+            how = [f"{placed['literal']} session(s) by the id spelt in the path"] if placed["literal"] else []
+            how += [f"{placed['stable']} session(s) by a folder or name prefix of their own that the same id wrote in again"] \
+                if placed["stable"] else []
+            notes.append(f"{trial.name}: {count} temp files written by {len(writes)} runs"
+                         + (f", placed in their session's namespace ({'; '.join(how)})" if how else ""))
+        else:
+            notes.append(f"{trial.name}: {count} temp files written by {len(writes)} runs, none shared")
+    findings += failed
     if findings:
         return Verdict(ID, FAIL, findings[0].message() + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),
                        findings)
+    if unanswered:
+        return Verdict(ID, UNKNOWN, f"could not decide: {unanswered[0]}, so what it wrote may be incomplete",
+                       hint="Raise tool.timeout if the session command needs longer.")
     if not all(t.traced for t in trials):
         note = history.environment.strace_note or "strace unavailable"
         return Verdict(ID, NOT_TESTED, "outputs were not clobbered, but which temp files each run wrote could not "
                        f"be observed: {note}",
                        hint="Run without --no-strace to test temp paths." if "--no-strace" in note else
                        "Install strace (apt-get install strace) and allow ptrace to test temp paths.")
-    return Verdict(ID, PASS, "; ".join(notes) + ", each under its own session id or distinct per run")
+    if undecided:
+        return Verdict(ID, UNKNOWN, f"could not decide: {undecided[0]}",
+                       hint="Run the check again with this clirace: it runs every session id twice.")
+    return Verdict(ID, PASS, "; ".join(notes))

@@ -22,7 +22,7 @@ from .. import observe, placeholders
 from ..history import Event, FileOp, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
-from ..spec import Spec
+from ..spec import OwnCommand, Spec
 from ..vocab import EventKind
 
 
@@ -103,6 +103,7 @@ class Context:
         root = Path(tempfile.mkdtemp(prefix=f"{record.KIND}-", dir=self.workdir))
         sandbox = Sandbox(root, self.spec.spec_dir)
         box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"))
+        box.round = round_
         error = None
         try:
             try:
@@ -149,6 +150,7 @@ class Box:
         self.fields: dict[str, Any] = {}  # the record's own fields (start, keys, runs, ...)
         self._running: list[Running] = []
         self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
+        self.round = 0  # which round of its experiment the trial is
 
     @property
     def trace_dir(self) -> Path:
@@ -215,8 +217,14 @@ class Box:
         return [self.record(r.finish()) for r in runnings]
 
     def setup(self, commands: Any = None) -> None:
+        """The spec's setup commands (or a workload's): each appended to tool.command, or run as it is when it
+        is a command of its own (OwnCommand: `run` or `sh`)."""
         for n, sub in enumerate(self.spec.setup if commands is None else commands):
-            inv = self.run(f"setup-{n}" if commands is None else f"workload-setup-{n}", sub)
+            label = f"setup-{n}" if commands is None else f"workload-setup-{n}"
+            if isinstance(sub, OwnCommand):
+                inv = self.run_argv(label, placeholders.expand_all(sub.argv, self.sandbox.values()))
+            else:
+                inv = self.run(label, sub)
             if not inv.ok:
                 raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.ending()}; {inv.printed()})")
 

@@ -8,6 +8,7 @@ whether it is the old or the new one, whole.
 """
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -15,9 +16,10 @@ from pathlib import Path
 from .. import observe
 from ..history import ConfigSampled, KillPoint, KillPointsFound, Sample, WriterKilled
 from ..spec import Workload
-from ..vocab import EventKind, WorkloadKind
+from ..vocab import ConfigFormat, EventKind, WorkloadKind
+from . import _sqlite
 from ._box import Box, Context, TrialFailed
-from .workloads import CONFIG_CAP, read_text
+from .workloads import CONFIG_CAP, read_config, read_text
 
 MAX_KILL_POINTS = 8
 KILL_CALLS = f"{observe.WRITE_CALLS},{observe.RENAME_CALLS}"
@@ -46,19 +48,19 @@ def run(ctx: Context) -> None:
         with ctx.box(WriterKilled, f"writer killed at {point.name}", setup=workload.setup) as box:
             assert workload.config is not None
             box.fields.update(point=point, format=workload.config.format, key_path=workload.config.key,
-                              query=workload.config.query, key="cliracekilled", value="after-kill")
+                              query=workload.config.query, key=workload.key_name(1), value="after-kill")
             path = Path(box.path(workload.config.path))
             box.fields["config_path"] = str(path)
             _seed(box, workload)
-            box.fields["old"] = read_text(path, CONFIG_CAP, box.sandbox.root)[0] or ""
+            box.fields["old"] = read_config(box, path, workload.config.format)[0] or ""
             log = box.sandbox.private / "kill.log"
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
-            box.run("killed-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
+            box.run("killed-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
                     i=0, n=1, session_id="s0")
             if observe.killed(log):
                 box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
-            box.fields["after"] = read_text(path, CONFIG_CAP, box.sandbox.root)[0]
+            box.fields["after"] = read_config(box, path, workload.config.format)[0]
             box.fields["kill_log"] = (read_text(log, KILL_LOG_CAP * 64)[0] or "")[-KILL_LOG_CAP:]
 
 
@@ -72,10 +74,10 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         path = Path(box.path(workload.config.path))
         box.fields["config_dir"] = str(path.parent)
         wrap = observe.trace_prefix(box.trace_dir / "writer", KILL_CALLS)
-        inv = box.run("traced-writer", workload.run, wrap=wrap, key="cliracekilled", value="after-kill",
+        inv = box.run("traced-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
                       i=0, n=1, session_id="s0")
         ops = box.file_ops("writer")
-        box.fields["traces"] = {"traced-writer": ops}
+        box.fields.update(traces={"traced-writer": ops}, after=read_config(box, path, workload.config.format)[0])
         if not inv.ok:
             raise TrialFailed(f"the config writer failed under trace ({inv.ending()}; {inv.printed()})")
         # Numbered as the kill run will count: per thread (strace's pid files are per thread), and for calls
@@ -107,7 +109,7 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
 
 
 def _seed(box: Box, workload: Workload) -> None:
-    inv = box.run("seed-write", workload.run, key="cliraceseed", value="seeded", i=0, n=1, session_id="s0")
+    inv = box.run("seed-write", workload.run, key=workload.key_name(0), value="seeded", i=0, n=1, session_id="s0")
     if not inv.ok:
         raise TrialFailed(f"the first config write failed ({inv.ending()}; {inv.printed()})")
 
@@ -118,8 +120,8 @@ def _sampled(ctx: Context, workload: Workload) -> None:
     with ctx.box(ConfigSampled, "config sampled during parallel writes", setup=workload.setup) as box:
         box.fields["format"] = workload.config.format
         _seed(box, workload)
-        sampler = _Sampler(Path(box.path(workload.config.path)), box.sandbox.root)
-        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=f"cliraces{i}", value=f"v{i}",
+        sampler = _Sampler(Path(box.path(workload.config.path)), box.sandbox.root, workload.config.format)
+        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=workload.key_name(2 + i), value=f"v{i}",
                                       session_id=f"s{i}"), None) for i in range(ctx.parallel)]
         sampler.start()
         try:
@@ -133,16 +135,23 @@ def _sampled(ctx: Context, workload: Workload) -> None:
 class _Sampler(threading.Thread):
     """Reads the config file as fast as it can until stopped, keeping each distinct content once."""
 
-    def __init__(self, path: Path, root: Path):
+    def __init__(self, path: Path, root: Path, fmt: ConfigFormat = ConfigFormat.JSON):
         super().__init__(daemon=True)
-        self.path, self.root = path, root
+        self.path, self.root, self.fmt = path, root, fmt
         self.samples = self.missing = self.dropped = 0
         self.seen: dict[str, int] = {}
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.is_set():
-            text, _ = read_text(self.path, CONFIG_CAP, self.root)
+            if self.fmt is ConfigFormat.SQLITE:  # read through SQLite's own lock, as a reader of it would
+                try:
+                    text = _sqlite.read_live(self.root, self.path, CONFIG_CAP)
+                except (_sqlite.Busy, sqlite3.Error):  # a writer has it, or SQLite could not look: no sample
+                    time.sleep(0)
+                    continue
+            else:
+                text, _ = read_text(self.path, CONFIG_CAP, self.root)
             self.samples += 1
             if text is None:  # the file vanished: a reader would find no config at all
                 self.missing += 1

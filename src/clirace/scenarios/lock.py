@@ -88,25 +88,28 @@ def wait(ctx: Context) -> None:
         ctx.not_run("lock-wait", "the spec says the tool never waits for a held lock: its prompt answer in the "
                     "lock-conflict experiment is its lock timeout (of 0)", declared="never-waits")
         return
-    if lock is None or lock.wait_option is None:
+    if lock is None or (lock.wait_option is None and not lock.wait_env):
         ctx.not_run("lock-wait", "the spec names no lock-wait option",
-                    'Add lock.wait_option, e.g. ["--lock-timeout", "{timeout_ms}"].')
+                    'Add lock.wait_option, e.g. ["--lock-timeout", "{timeout_ms}"], or lock.wait_env.')
         return
     wait_ms = int(lock.wait * 1000)
     margin = max(1.0, lock.wait * 0.5)
     ctx.say(f"lock: contender asked to wait {wait_ms} ms")
     with ctx.box(LockWait, f"contender with a {wait_ms} ms lock wait") as box:
-        option = box.argv(lock.wait_option, timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")[len(ctx.spec.command):]
+        timeouts = {"timeout_ms": wait_ms, "timeout_s": f"{lock.wait:g}"}
+        prefix = lock.wait_option or ()
+        env = {name: box.path(value, **timeouts) for name, value in lock.wait_env}  # the option, as variables
+        option = [*(f"{name}={value}" for name, value in env.items()),
+                  *box.argv(prefix, **timeouts)[len(ctx.spec.command):]]
         # How long the command takes when the lock is free: start-up on a loaded machine must not be
         # mistaken for a late timeout, so the check adds it to the margin.
-        alone = box.run("alone", lock.contender, prefix=lock.wait_option, timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")
+        alone = box.run("alone", lock.contender, prefix=prefix, extra_env=env, **timeouts)
         limit = lock.wait + margin + min(alone.duration, ctx.spec.timeout) + 2
         box.fields.update(hold=lock.hold.how, option=" ".join(option), wait_ms=wait_ms, margin_ms=int(margin * 1000),
                           limit_s=round(limit, 3))
         with holder(box) as hold:
             hold.start()
-            box.run("contender", lock.contender, prefix=lock.wait_option, timeout=limit,
-                    timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")
+            box.run("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit, **timeouts)
             _note_holder_gone(box, hold)
 
 

@@ -21,7 +21,8 @@ from ..rendezvous import OVERALL, commit_point_prefix
 from ..rendezvous import Rendezvous as RendezvousRun
 from ..stopper import NotAvailable, require
 from ..spec import Workload
-from ..vocab import Outcome, WorkloadKind
+from ..vocab import ConfigFormat, Outcome, WorkloadKind
+from . import _sqlite
 from ._box import Box, Context, TrialFailed
 from .aim import Aim, aim
 
@@ -153,26 +154,45 @@ def _counter(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: in
     box.run("read-after", workload.read)
 
 
+EARLIER_KEYS = 1  # keys written one at a time before each parallel round after the first
+
+
 def _keys(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
     token = box.token()
-    keys = {f"set-{i}": (f"cliracek{i}", f"v{i}-{token}") for i in range(n)}
-    box.fields["keys"] = keys
+    keys = {f"set-{i}": (workload.key_name(i), f"v{i}-{token}") for i in range(n)}
+    # Keys that exist before the round, which a tool that rewrites its state from a stale or empty read wipes.
+    # Not in the first round, which starts from the setup's state alone (a config that may not exist yet).
+    earlier = {f"earlier-{j}": (workload.key_name(n + j), f"e{j}-{token}") for j in range(EARLIER_KEYS)} \
+        if isinstance(parallel, Parallel) and box.round > 0 else {}
+    box.fields.update(keys=keys, earlier=earlier)
+    for j, (label, (key, value)) in enumerate(earlier.items()):
+        box.run(label, workload.run, i=n + j, n=1, key=key, value=value, session_id="s0")
+    if workload.config:
+        box.fields["before"] = snapshot(box, workload)
     parallel.run([(label, box.argv(workload.run, i=i, n=n, key=k, value=v, session_id=f"s{i}"), None)
                   for i, (label, (k, v)) in enumerate(keys.items())])
     if workload.config:
         box.fields["config"] = snapshot(box, workload)
         return
-    for label, (key, _value) in keys.items():
+    for label, (key, _value) in {**earlier, **keys}.items():
         writer = next(inv for inv in box.invocations if inv.label == label)
         if writer.outcome is not Outcome.FAIL:  # a write that may have applied is read back too
-            box.run(f"get-{label[4:]}", workload.read, key=key)
+            box.run(f"get-{label.removeprefix('set-')}", workload.read, key=key)
 
 
 def snapshot(box: Box, workload: Workload) -> ConfigSnapshot:
     assert workload.config is not None
     path = Path(box.path(workload.config.path))
-    text, why = read_text(path, CONFIG_CAP, box.sandbox.root)
+    text, why = read_config(box, path, workload.config.format)
     return ConfigSnapshot(str(path), workload.config.format, workload.config.key, text, why, workload.config.query)
+
+
+def read_config(box: Box, path: Path, fmt: ConfigFormat) -> tuple[str | None, str]:
+    """The keys workload's state as the next caller would find it: a config file's text (read_text), or a SQLite
+    database's tables (read from a private copy, with its journal rolled back)."""
+    if fmt is ConfigFormat.SQLITE:
+        return _sqlite.copy_and_read(box.sandbox.root, path, box.sandbox.private / "state-copy", CONFIG_CAP)
+    return read_text(path, CONFIG_CAP, box.sandbox.root)
 
 
 def _claim(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
