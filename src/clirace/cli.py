@@ -1,5 +1,6 @@
 """`clirace` on the command line. Exit codes: 0 score >= --min-score, 1 below it, 2 bad spec or usage,
-3 internal error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
+3 internal error, 4 what the check made could not all be removed, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM)."""
 from __future__ import annotations
 
 import signal
@@ -99,7 +100,7 @@ def check(
             kept = seen["h"].kept if keep and "h" in seen else None
             how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
             print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
-                  "sandboxes removed."), file=sys.stderr)
+                  _removal(seen["h"] if "h" in seen else None)), file=sys.stderr)
             raise typer.Exit(code)
         finally:
             for sig, handler in previous.items():
@@ -107,7 +108,18 @@ def check(
     emit(result, outputs)
     if keep and result.kept:
         print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
+    if result.history.not_removed:
+        print(f"clirace: {_removal(result.history)}", file=sys.stderr)
+        raise typer.Exit(errors.EXIT_NOT_REMOVED)
     raise typer.Exit(errors.EXIT_OK if result.score.score >= min_score else errors.EXIT_BELOW_MIN_SCORE)
+
+
+def _removal(history) -> str:
+    """What became of the run's folders: removed, or what could not be (an immutable file, a busy mount)."""
+    left = history.not_removed if history is not None else ()
+    if not left:
+        return "sandboxes removed."
+    return f"could not remove {len(left)} of the files and folders it made (remove them by hand): " + "; ".join(left)
 
 
 @app.command()

@@ -354,6 +354,10 @@ class Environment:
     clirace_version: str = ""
     rounds: int = 0  # what the run used, after the spec's and the options' say
     parallel: int = 0
+    # How the trials' processes were kept together, to be ended (README, Safety): "cgroup" (a cgroup v2 of its
+    # own per trial) or "marker" (the environment marker, the child subreaper and the watchdog only); "" before.
+    isolation: str = ""
+    isolation_note: str = ""  # the run's cgroup, or why it has none
 
 
 T = TypeVar("T", bound=Trial)
@@ -366,6 +370,7 @@ class History:
     environment: Environment
     trials: list[Trial] = field(default_factory=list)
     kept: str | None = None  # where the sandboxes were kept (--keep)
+    not_removed: tuple[str, ...] = ()  # what clirace made and could not remove, each "PATH: why"
 
     def of(self, kind: type[T]) -> list[T]:
         return [t for t in self.trials if type(t) is kind]
@@ -376,7 +381,8 @@ class History:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
                 "options": _encode(self.options), "environment": _encode(self.environment),
-                "kept": self.kept, "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
+                "kept": self.kept, "not_removed": list(self.not_removed),
+                "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
 
     def save(self, path: Path | str) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
@@ -423,7 +429,8 @@ class History:
             return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
                        options=_decode(RunOptions, data.get("options"), "$.options"),
                        environment=_decode(Environment, data.get("environment"), "$.environment"),
-                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"))
+                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),
+                       not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"))
         except _Bad as bad:
             raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
                                hint="The file was changed by hand or is damaged; save a new one with "

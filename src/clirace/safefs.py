@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to work in by *at() calls only
 _KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory",
           stat.S_IFREG: "a regular file"}
@@ -360,34 +361,25 @@ def make_dir(parent: str | Path, prefix: str, mode: int = 0o700) -> Path:
     """Make a new directory named `prefix` + 16 random hex digits under `parent` (through the fd clirace holds on
     `parent`, when it holds one), hold it, and return its path."""
     held = _held.get(_key(parent))
-    opened = (os.open(".", _DIR, dir_fd=held) if held is not None else  # else the user's own folder ($TMPDIR)
-              os.open(os.fspath(parent), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+    # O_PATH: making an entry needs no right to list the folder (clirace's private one is mode 0300)
+    opened = (os.open(".", _PATH, dir_fd=held) if held is not None else  # else the user's own folder ($TMPDIR)
+              os.open(os.fspath(parent), _PATH & ~os.O_NOFOLLOW))
     with closing_fd(opened) as parent_fd:
         for _ in range(100):
             name = f"{prefix}{secrets.token_hex(8)}"
             try:
-                os.mkdir(name, mode, dir_fd=parent_fd)
+                os.mkdir(name, 0o700, dir_fd=parent_fd)
                 break
             except FileExistsError:
                 continue
         else:
             raise FileExistsError(errno.EEXIST, "no free directory name", os.fspath(parent))
         path = os.path.join(_key(parent), name)
-        fd = _open_dir(parent_fd, name, [name])
+        fd = _open_dir(parent_fd, name, [name])  # (opened before `mode` may take its owner's right to list it)
         os.chmod(fd, mode)  # the umask does not decide it
     with _holding:
         _held[path] = fd
     return Path(path)
-
-
-def hold(path: str | Path) -> None:
-    """Hold a directory clirace has just made by other means (tempfile.mkdtemp), its last component not followed."""
-    fd = _open_root(path)
-    with _holding:
-        old = _held.pop(_key(path), None)
-        _held[_key(path)] = fd
-    if old is not None:
-        os.close(old)
 
 
 def release(path: str | Path) -> None:
@@ -502,9 +494,12 @@ def _remove_entry(fd: int, shown: str, failures: list[str]) -> None:
     """Remove the (emptied) directory `fd` from wherever it is now: found in its parent by its inode."""
     mine = os.fstat(fd)
     try:
-        parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
-    except OSError:
+        parent = os.open("..", _PATH, dir_fd=fd)
+    except FileNotFoundError:
         return  # removed already (a deleted directory has no parent)
+    except OSError as exc:
+        failures.append(f"{shown}: {exc.strerror or exc}")
+        return
     try:
         name = _name_in(parent, mine, os.path.basename(shown))
         if name is None:
