@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shlex
 import signal as _signal
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -28,7 +30,9 @@ from .vocab import ConfigFormat, EventKind, HoldMode, Outcome, Way
 FORMAT = "clirace-history"
 VERSION = 2
 OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
-MAX_BYTES = 512 * 1024 * 1024  # a history larger than this is not one clirace wrote
+# A history larger than this is not judged (README, Safety: a level-3 run at the defaults writes about 1 MB, 10 rounds
+# of 32 about 7.5 MB, the CLI's largest --rounds and --parallel about 150 MB; judging 126 MB took 35 s and 575 MB).
+MAX_BYTES = 256 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
@@ -389,16 +393,30 @@ class History:
 
     @classmethod
     def load(cls, path: Path | str) -> History:
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_BYTES + 1)
+        too_big = HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB, more than clirace judges.",
+                               where=str(path), hint="A history that large comes from thousands of invocations; "
+                               "run the check again with fewer --rounds or a smaller --parallel.")
+        try:  # without blocking, and only a regular file: a FIFO would hang, /dev/zero never ends
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             raise HistoryError("history file not found.", where=str(path)) from None
         except OSError as exc:
             raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise HistoryError("is not a regular file; expected a history saved by `clirace check --history`.",
+                                   where=str(path))
+            if info.st_size > MAX_BYTES:
+                raise too_big
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        finally:
+            os.close(fd)
         if len(raw) > MAX_BYTES:
-            raise HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB; not a history clirace wrote.",
-                               where=str(path))
+            raise too_big
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError) as exc:
