@@ -39,10 +39,11 @@ def marked(prefix: bytes) -> list:
     return found
 
 
-def end_all(prefix: bytes, within: float = 5.0) -> None:
+def kill_until_gone(find, within: float = 5.0) -> None:
+    """SIGKILL what find() lists until it lists nothing or `within` seconds pass (a process may fork meanwhile)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        found = marked(prefix)
+        found = find()
         if not found:
             return
         for pid in found:
@@ -50,33 +51,28 @@ def end_all(prefix: bytes, within: float = 5.0) -> None:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        time.sleep(0.01)
+        time.sleep(0.005)
 
 
-def kill_cgroup(path: str, within: float = 5.0) -> None:
+def in_cgroup(path: str) -> list:
+    pids = []
+    for folder, _dirs, _files in os.walk(path):
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as handle:
+                pids += [int(line) for line in handle if line.strip().isdigit()]
+        except OSError:
+            pass
+    return pids
+
+
+def kill_cgroup(path: str) -> None:
     """cgroup.kill (Linux 5.14+), or SIGKILL to each process listed, until none is left; then remove it."""
     try:
         with open(os.path.join(path, "cgroup.kill"), "w") as handle:
             handle.write("1")
     except OSError:
         pass
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        pids = []
-        for folder, _dirs, _files in os.walk(path):
-            try:
-                with open(os.path.join(folder, "cgroup.procs")) as handle:
-                    pids += [int(line) for line in handle if line.strip().isdigit()]
-            except OSError:
-                pass
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.005)
+    kill_until_gone(lambda: in_cgroup(path))
     for folder, _dirs, _files in sorted(os.walk(path), key=lambda entry: -entry[0].count("/")):
         try:
             os.rmdir(folder)
@@ -132,7 +128,7 @@ def main() -> None:
         return
     if cgroup:
         kill_cgroup(cgroup)
-    end_all(MARKER + f"{pid}:{workdir}/".encode())
+    kill_until_gone(lambda: marked(MARKER + f"{pid}:{workdir}/".encode()))
     owner = owner_says(int(workdir_fd))
     if owner[:1] == [pid] and owner[2:3] == ["running"] and os.path.basename(workdir).startswith("clirace-"):
         remove_held(int(workdir_fd), workdir)

@@ -25,13 +25,13 @@ import pytest
 from ..conftest import FIXTURES, ROOT
 
 TOOL = FIXTURES / "hostile" / "links.py"
-BASE = """version: 1
+SPEC = """version: 1
 tool:
   command: ["{{python}}", "{tool}"]
   env: {{CANARY: "{canary}"}}
   timeout: 5s
 setup:
-  - ["plant"]
+  - {setup}
 rounds: 2
 parallel: 2
 workloads:
@@ -43,7 +43,8 @@ workloads:
   - kind: keys
     run: ["set", "{{key}}", "{{value}}"]
     config: {{path: "{{config_home}}/links/config.json", format: json}}
-lock:
+"""
+LOCK = """lock:
   contender: ["set", "contender", "1"]
   hold:
 {hold}
@@ -82,7 +83,7 @@ def snapshot(directory: Path) -> dict:
 def test_links_planted_by_the_target_leave_the_canary_unchanged(hold, tmp_path, no_leftovers):
     canary = make_canary(tmp_path)
     spec = tmp_path / "links.yaml"
-    spec.write_text(BASE.format(tool=TOOL, canary=canary, hold=HOLDS[hold]))
+    spec.write_text(SPEC.format(tool=TOOL, canary=canary, setup='["plant"]') + LOCK.format(hold=HOLDS[hold]))
     before = snapshot(canary)
     proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--allow-outside-sandbox",
                            "--format", "json"], capture_output=True, text=True, env=no_leftovers.env(), cwd=ROOT,
@@ -94,27 +95,8 @@ def test_links_planted_by_the_target_leave_the_canary_unchanged(hold, tmp_path, 
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
 
 
-# Issue 19: clirace's own folders, the sandbox root and the run folder. A smaller spec: what it needs is traced
-# rounds (trace files), a writer killed mid-write (a kill log) and io/ inputs.
-OWN = """version: 1
-tool:
-  command: ["{{python}}", "{tool}"]
-  env: {{CANARY: "{canary}"}}
-  timeout: 5s
-setup:
-  - {setup}
-rounds: 2
-parallel: 2
-workloads:
-  - kind: counter
-    run: ["incr"]
-    read: ["get"]
-  - kind: output
-    run: ["process", "--input", "{{input}}", "--output", "{{output}}"]
-  - kind: keys
-    run: ["set", "{{key}}", "{{value}}"]
-    config: {{path: "{{config_home}}/links/config.json", format: json}}
-"""
+# Issue 19: clirace's own folders, the sandbox root and the run folder. What the spec needs: traced rounds (trace
+# files), a writer killed mid-write (a kill log) and io/ inputs; not the lock.
 ATTACKS = {
     # The probe's attack on the folder where clirace kept its traces and kill log (beside the sandbox, in the run
     # folder), made as hard as listing allows: every folder near the sandbox that is not one gets them.
@@ -135,7 +117,7 @@ def test_attacks_on_clirace_own_folders_leave_the_canary_unchanged(attack, tmp_p
     for name in ("root", "run"):
         (canary / name).mkdir()
     spec = tmp_path / "own.yaml"
-    spec.write_text(OWN.format(tool=TOOL, canary=canary, setup=ATTACKS[attack]))
+    spec.write_text(SPEC.format(tool=TOOL, canary=canary, setup=ATTACKS[attack]))
     before = snapshot(canary)
     proc, peak_kb = run_json_measured(spec, no_leftovers, timeout=110)
     assert snapshot(canary) == before, "something outside the sandbox changed"
@@ -203,7 +185,7 @@ def test_a_sandbox_clirace_cannot_remove_is_named_and_the_exit_status_says_so(tm
     if not can_set_immutable(tmp_path):
         pytest.skip("cannot make a file immutable here (needs CAP_LINUX_IMMUTABLE and a filesystem that has it)")
     spec = tmp_path / "stuck.yaml"
-    spec.write_text(OWN.format(tool=TOOL, canary=make_canary(tmp_path), setup='["immutable"]'))
+    spec.write_text(SPEC.format(tool=TOOL, canary=make_canary(tmp_path), setup='["immutable"]'))
     try:
         proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--only", "counter",
                                "--allow-outside-sandbox", "--format", "json"], capture_output=True, text=True,
