@@ -105,6 +105,7 @@ ATTACKS = {
     "private-folder-dev-zero": '["private", "devzero"]',
     "sandbox-root-swapped": '["swap-root"]',
     "run-folder-swapped": '["swap-run"]',
+    "run-folder-removed": '["remove-run"]',
 }
 RSS_LIMIT_KB = 300 * 1024
 
@@ -127,7 +128,7 @@ def test_attacks_on_clirace_own_folders_leave_the_canary_unchanged(attack, tmp_p
     assert os.listdir(no_leftovers.tmpdir) == [], "clirace left files or folders behind"
     result = json.loads(proc.stdout)
     evidence = " ".join(c["evidence"] for c in result["criteria"])
-    if attack.endswith("swapped"):  # reported as the target's doing; nothing after it runs
+    if attack.endswith(("swapped", "removed")):  # reported as the target's doing; nothing after it runs
         assert "the target replaced" in evidence, evidence
     else:  # the plants hit nothing clirace uses: the run goes on as usual
         assert {c["id"]: c["status"] for c in result["criteria"]}["atomic-config-writes"] == "pass", evidence
