@@ -63,6 +63,8 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
                     continue
                 if keep and result.kept:
                     print(f"clirace: sandboxes kept in {result.kept}", file=sys.stderr)
+                if result.history.not_removed:
+                    print(f"clirace: {removal(result.history)}", file=sys.stderr)
                 items.append(result)
         except (KeyboardInterrupt, Terminated) as stop:
             progress.stop()
@@ -77,12 +79,20 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
             kept = seen["h"].kept if keep and "h" in seen else None
             how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
             print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
-                  "sandboxes removed."), file=sys.stderr)
+                  removal(seen.get("h"))), file=sys.stderr)
             raise typer.Exit(code)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return items
+
+
+def removal(history) -> str:
+    """What became of the run's folders: removed, or what could not be (an immutable file, a busy mount)."""
+    left = history.not_removed if history is not None else ()
+    if not left:
+        return "sandboxes removed."
+    return f"could not remove {len(left)} of the files and folders it made (remove them by hand): " + "; ".join(left)
 
 
 class Progress:

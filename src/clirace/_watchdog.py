@@ -1,18 +1,22 @@
 """The run's watchdog: a tiny process that outlives a SIGKILLed clirace and ends what that run started.
 
-    python -I -S _watchdog.py CLIRACE_PID WORKDIR      (stdin: a pipe whose write end only clirace holds)
+    python -I -S _watchdog.py CLIRACE_PID WORKDIR WORKDIR_FD PRIVATE PRIVATE_FD CGROUP
+    (stdin: a pipe whose write end only clirace holds; the two fds: clirace's own, on the run's two folders)
 
 Run from its own file with the standard library only (no clirace import, no site packages: it starts in about
-10 ms). It blocks reading stdin. clirace writes "d" when its run is over (`sandbox.end_run`, or its own exit):
-then the watchdog ends any process still marked as the run's and exits. When stdin reaches end-of-file without
-that byte, clirace died without cleaning up (SIGKILL, a CI runner cancelling the job, the OOM killer): it ends
-every process whose CLIRACE_TRIAL marker names the run (`PID:WORKDIR/...`), sweeping until none is left, and
-removes WORKDIR when it is a clirace run folder whose owner file says it is still running.
-Processes that cleared their environment are out of its reach; `sandbox.sweep_leftovers` has the same limit.
+10 ms). It blocks reading stdin. clirace writes "d" when its run is over (`_leftovers.end`, or its own exit):
+then the watchdog exits. When stdin reaches end-of-file without that byte, clirace died without cleaning up
+(SIGKILL, a CI runner cancelling the job, the OOM killer): it kills the run's cgroup (every process of every trial,
+whatever it did to its session or environment), ends every process whose CLIRACE_TRIAL marker names the run
+(`PID:WORKDIR/...`), sweeping until none is left, and removes the run's folders when the owner file says the run
+was still running: found through the fds, wherever a target moved them.
+Without a cgroup, processes that cleared their environment are out of its reach; `sandbox.sweep_leftovers` has
+the same limit.
 """
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 
@@ -20,7 +24,7 @@ MARKER = b"CLIRACE_TRIAL="
 OWNER = ".clirace-owner"
 
 
-def marked(prefix: bytes) -> list[int]:
+def marked(prefix: bytes) -> list:
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -35,10 +39,11 @@ def marked(prefix: bytes) -> list[int]:
     return found
 
 
-def end_all(prefix: bytes, within: float = 5.0) -> None:
+def kill_until_gone(find, within: float = 5.0) -> None:
+    """SIGKILL what find() lists until it lists nothing or `within` seconds pass (a process may fork meanwhile)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        found = marked(prefix)
+        found = find()
         if not found:
             return
         for pid in found:
@@ -46,11 +51,67 @@ def end_all(prefix: bytes, within: float = 5.0) -> None:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        time.sleep(0.01)
+        time.sleep(0.005)
+
+
+def in_cgroup(path: str) -> list:
+    pids = []
+    for folder, _dirs, _files in os.walk(path):
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as handle:
+                pids += [int(line) for line in handle if line.strip().isdigit()]
+        except OSError:
+            pass
+    return pids
+
+
+def kill_cgroup(path: str) -> None:
+    """cgroup.kill (Linux 5.14+), or SIGKILL to each process listed, until none is left; then remove it."""
+    try:
+        with open(os.path.join(path, "cgroup.kill"), "w") as handle:
+            handle.write("1")
+    except OSError:
+        pass
+    kill_until_gone(lambda: in_cgroup(path))
+    for folder, _dirs, _files in sorted(os.walk(path), key=lambda entry: -entry[0].count("/")):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+def remove_held(fd: int, named: str) -> None:
+    """Remove the folder `fd` is open on, wherever it is now; and a link a target put at its old name `named`."""
+    try:
+        now = os.readlink(f"/proc/self/fd/{fd}")
+        if now.startswith("/") and os.path.samestat(os.lstat(now), os.fstat(fd)):
+            os.chmod(fd, 0o700)  # a private folder is 0300 (not listable)
+            shutil.rmtree(now, ignore_errors=True)
+    except OSError:
+        pass
+    try:
+        if stat.S_ISLNK(os.lstat(named).st_mode):
+            os.unlink(named)
+    except OSError:
+        pass
+
+
+def owner_says(folder_fd: int) -> list:
+    try:
+        fd = os.open(OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except OSError:
+        return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        return os.read(fd, 4096).decode(errors="replace").split()
+    finally:
+        os.close(fd)
 
 
 def main() -> None:
-    pid, workdir = sys.argv[1], os.path.normpath(sys.argv[2])
+    pid, workdir, workdir_fd, private, private_fd, cgroup = sys.argv[1:7]
+    workdir = os.path.normpath(workdir)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for clirace's terminal is clirace's to handle
     said = b""
     while True:
@@ -63,16 +124,15 @@ def main() -> None:
         if not chunk:
             break
         said += chunk
-    end_all(MARKER + f"{pid}:{workdir}/".encode())
     if b"d" in said:
         return
-    try:
-        with open(os.path.join(workdir, OWNER)) as handle:
-            owner = handle.read().split()
-    except OSError:
-        return
+    if cgroup:
+        kill_cgroup(cgroup)
+    kill_until_gone(lambda: marked(MARKER + f"{pid}:{workdir}/".encode()))
+    owner = owner_says(int(workdir_fd))
     if owner[:1] == [pid] and owner[2:3] == ["running"] and os.path.basename(workdir).startswith("clirace-"):
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_held(int(workdir_fd), workdir)
+        remove_held(int(private_fd), private)
 
 
 if __name__ == "__main__":

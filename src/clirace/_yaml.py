@@ -10,6 +10,7 @@ import datetime
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path
 
 import yaml
@@ -61,6 +62,8 @@ def load_located(path: Path) -> Located:
     _check_brackets(text, origin)
     try:
         node = _compose(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: it says where only as an index
+        raise _unacceptable(exc, text, origin) from None
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc, text, origin) from None
     except yaml.YAMLError as exc:
@@ -117,6 +120,18 @@ def _read_spec(path: Path, origin: str) -> bytes:
     if size > MAX_BYTES:
         raise _too_big(size, origin)
     return b"".join(chunks)
+
+
+def _unacceptable(exc: yaml.reader.ReaderError, text: str, origin: str) -> SpecError:
+    """A control character (DEL, ESC, C1), a BOM or U+FFFE inside the text: YAML refuses it; say where."""
+    at = min(max(exc.position, 0), len(text))
+    line_start = text.rfind("\n", 0, at) + 1
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    what = "a control character" if unicodedata.category(chr(code)) == "Cc" else "not a character"
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return SpecError(f"found U+{code:04X} ({what}), which YAML does not allow in a file; expected printable text.",
+                     where=f"{origin}:{text.count(chr(10), 0, at) + 1}:{at - line_start + 1}",
+                     hint=f'Remove it, or write it as an escape inside a double-quoted string ("{escape}").')
 
 
 def _too_big(size: int, origin: str) -> SpecError:

@@ -1,6 +1,7 @@
 """`clirace` on the command line. Exit codes: 0 the gate passed (or --exit-zero), 1 it failed (silent corruption,
 a score below --min-score, a regression against --baseline; `diff`: a regression), 2 bad spec, option or path,
-3 internal error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM). See gate.py."""
+3 internal error, 4 what the check made could not all be removed, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM). See gate.py."""
 from __future__ import annotations
 
 import sys
@@ -109,9 +110,12 @@ def _gate(result, min_score: int, exit_zero: bool, old) -> None:
     result.gate = gate.evaluate(result, min_score, exit_zero, result.comparison)
 
 
-def _exit_code(items) -> int:
-    """2 when a spec could not be checked, else 1 when a gate failed, else 0: one status for every spec."""
-    codes = [item.exit_code if not hasattr(item, "score") else item.gate.exit_code for item in items]
+def _exit_code(items, judged: bool = False) -> int:
+    """4 when what a check made could not all be removed, else 2 when a spec could not be checked, else 1 when a
+    gate failed, else 0: one status for every spec. (`judged`: a saved history re-judged made nothing to remove.)"""
+    codes = [item.exit_code if not hasattr(item, "score") else
+             errors.EXIT_NOT_REMOVED if item.history.not_removed and not judged else item.gate.exit_code
+             for item in items]
     return max(codes, default=errors.EXIT_OK)
 
 
@@ -147,7 +151,7 @@ def judge(
             print(f"clirace: {exc.paragraph()}", file=sys.stderr)
             item = Failed(str(history), exc)
         _emit([item], outputs, pinned)
-    raise typer.Exit(_exit_code([item]))
+    raise typer.Exit(_exit_code([item], judged=True))
 
 
 @app.command()

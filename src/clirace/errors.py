@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_BELOW_MIN_SCORE = 1
 EXIT_USAGE = 2  # bad spec, bad option, missing target binary
 EXIT_INTERNAL = 3  # a bug in clirace
+EXIT_NOT_REMOVED = 4  # the check ran, but what it made could not all be removed (named in the notes and on stderr)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

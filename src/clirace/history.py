@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shlex
 import signal as _signal
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -28,7 +30,9 @@ from .vocab import ConfigFormat, EventKind, HoldMode, Outcome, Way
 FORMAT = "clirace-history"
 VERSION = 2
 OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
-MAX_BYTES = 512 * 1024 * 1024  # a history larger than this is not one clirace wrote
+# A history larger than this is not judged (README, Safety: a level-3 run at the defaults writes about 1 MB, 10 rounds
+# of 32 about 7.5 MB, the CLI's largest --rounds and --parallel about 150 MB; judging 126 MB took 35 s and 575 MB).
+MAX_BYTES = 256 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
@@ -363,6 +367,10 @@ class Environment:
     clirace_version: str = ""
     rounds: int = 0  # what the run used, after the spec's and the options' say
     parallel: int = 0
+    # How the trials' processes were kept together, to be ended (README, Safety): "cgroup" (a cgroup v2 of its
+    # own per trial) or "marker" (the environment marker, the child subreaper and the watchdog only); "" before.
+    isolation: str = ""
+    isolation_note: str = ""  # the run's cgroup, or why it has none
 
 
 T = TypeVar("T", bound=Trial)
@@ -375,6 +383,7 @@ class History:
     environment: Environment
     trials: list[Trial] = field(default_factory=list)
     kept: str | None = None  # where the sandboxes were kept (--keep)
+    not_removed: tuple[str, ...] = ()  # what clirace made and could not remove, each "PATH: why"
 
     def of(self, kind: type[T]) -> list[T]:
         return [t for t in self.trials if type(t) is kind]
@@ -385,23 +394,38 @@ class History:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
                 "options": _encode(self.options), "environment": _encode(self.environment),
-                "kept": self.kept, "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
+                "kept": self.kept, "not_removed": list(self.not_removed),
+                "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
 
     def save(self, path: Path | str) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
     @classmethod
     def load(cls, path: Path | str) -> History:
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_BYTES + 1)
+        too_big = HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB, more than clirace judges.",
+                               where=str(path), hint="A history that large comes from thousands of invocations; "
+                               "run the check again with fewer --rounds or a smaller --parallel.")
+        try:  # without blocking, and only a regular file: a FIFO would hang, /dev/zero never ends
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             raise HistoryError("history file not found.", where=str(path)) from None
         except OSError as exc:
             raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise HistoryError("is not a regular file; expected a history saved by `clirace check --history`.",
+                                   where=str(path))
+            if info.st_size > MAX_BYTES:
+                raise too_big
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        finally:
+            os.close(fd)
         if len(raw) > MAX_BYTES:
-            raise HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB; not a history clirace wrote.",
-                               where=str(path))
+            raise too_big
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError) as exc:
@@ -432,7 +456,8 @@ class History:
             return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
                        options=_decode(RunOptions, data.get("options"), "$.options"),
                        environment=_decode(Environment, data.get("environment"), "$.environment"),
-                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"))
+                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),
+                       not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"))
         except _Bad as bad:
             raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
                                hint="The file was changed by hand or is damaged; save a new one with "

@@ -6,7 +6,9 @@ pipe releases every one at once, and only then does each exec the target, with s
 Why stdin and stdout rather than extra descriptors: a POSIX shell only redirects descriptors 0-9, and a
 clirace run under another tool (time, a test runner) may have every one of 3-9 in use.
 Each invocation runs in its own session and process group, so a deadline ends it and everything it started;
-what leaves the group (setsid) is still found by the marker in its environment (see sandbox.end_marked).
+what leaves the group (setsid) is still found by the marker in its environment (see sandbox.end_marked), and,
+where the trial has a cgroup (_cgroup.py), by that: every process joins it before the target runs (the barrier
+shim writes to `cgroup.procs` before it says ready; a single start does it in the child before exec).
 An invocation has finished when it has exited and its stdout and stderr are closed: a descendant that keeps
 them open past the deadline is killed, and the invocation counts as killed at its deadline.
 A program that cannot be executed is recorded as a shell would report it (exit 127 or 126), not raised.
@@ -35,6 +37,8 @@ INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: f
 SH = shutil.which("sh") or "/bin/sh"
 # The start barrier (see the module docstring): say ready, wait for EOF on stdin, then exec the target.
 BARRIER = (SH, "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
+# The same, first joining the cgroup whose cgroup.procs is $0 (an error there must not stop the start).
+_BARRIER_INTO = '{ echo 0 >"$0"; } 2>/dev/null; printf .; read _; exec </dev/null "$@"'
 _ids = itertools.count(1)
 
 
@@ -274,11 +278,13 @@ class _Pump:
 class Launcher:
     """Starts invocations of one trial. `clock0` is the trial's time origin for the history."""
 
-    def __init__(self, env: dict[str, str], cwd: str, env_changes: dict[str, str], timeout: float):
+    def __init__(self, env: dict[str, str], cwd: str, env_changes: dict[str, str], timeout: float,
+                 cgroup: str | None = None):
         self.env = env
         self.cwd = cwd
         self.env_changes = env_changes
         self.timeout = timeout
+        self.cgroup = cgroup  # the cgroup.procs file of the trial's cgroup, which every process joins
         self.clock0 = time.monotonic()
         _no_core_dumps()
 
@@ -288,16 +294,20 @@ class Launcher:
         parked = bool(prefix)
         terminal = None
         streams = dict(stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        take_terminal = join = None
         if pty:
             terminal, streams, take_terminal = _open_terminal()
+        if parked and self.cgroup:
+            prefix = (SH, "-c", _BARRIER_INTO, self.cgroup)
+        elif self.cgroup:
+            join = _joiner(self.cgroup)
         try:
             # A parallel batch goes without the parent-death signal: preexec_fn forces a fork of this whole
             # interpreter per start, which would triple the batch's launch time; its processes are ended by the
             # run's watchdog instead.
             dies = None if parked else die_with_parent()
-            preexec = _both(dies, take_terminal) if pty else dies
             proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, start_new_session=True,
-                                    preexec_fn=preexec, **streams)
+                                    preexec_fn=_chain(join, dies, take_terminal), **streams)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
                 raise
@@ -372,13 +382,33 @@ def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subproc
                             start_new_session=True)
 
 
-def _both(first, second):
-    """One preexec function that runs two (either may be None)."""
+def _chain(*steps):
+    """One preexec function that runs those given (None where none is)."""
+    steps = tuple(step for step in steps if step is not None)
+    if not steps:
+        return None
+
     def run() -> None:
-        for step in (first, second):
-            if step is not None:
-                step()
+        for step in steps:
+            step()
     return run
+
+
+def _joiner(procs: str):
+    """A preexec function that moves the child into the cgroup whose cgroup.procs is `procs` ("0": the writer
+    itself). Failing to join must not stop the start."""
+    def join() -> None:
+        try:
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return join
 
 
 def _open_terminal():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -80,10 +81,47 @@ def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: 
 
 def killed(log: Path) -> bool:
     """Whether a `kill_prefix` run killed a process (any process of the invocation)."""
+    return any("+++ killed by SIGKILL +++" in line for line in own_lines(log))
+
+
+TRACE_CAP = 64 * 1024 * 1024  # bytes of one strace output file read; a real one is far smaller
+
+
+def open_own(path: Path | str) -> int | None:
+    """An fd to read a file strace wrote for clirace, or None when it is missing or not a regular file."""
+    through_fd = re.fullmatch(r"/proc/\d+/fd/\d+", os.fspath(path)) is not None  # a magic link: must be followed
     try:
-        return "+++ killed by SIGKILL +++" in Path(log).read_text(errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if through_fd else os.O_NOFOLLOW))
     except OSError:
-        return False
+        return None
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
+def own_lines(path: Path | str, cap: int = TRACE_CAP):
+    """The lines of a file strace wrote for clirace, read a chunk at a time up to `cap` bytes: nothing if it is
+    not a regular file (a link, FIFO or device planted where it was expected is never followed or read).
+    Only the last component is opened without following: it may be under /proc/PID/fd/N (the trace directory,
+    reached through clirace's fd on it), or be that fd itself (a kill log)."""
+    fd = open_own(path)
+    if fd is None:
+        return
+    try:
+        partial, left = b"", cap
+        while left > 0:
+            chunk = os.read(fd, min(1 << 20, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()
+            yield from (line.decode(errors="replace") for line in lines)
+        if partial:
+            yield partial.decode(errors="replace")
+    finally:
+        os.close(fd)
 
 
 def trace_prefix(out_prefix: Path, calls: str) -> list[str]:
@@ -101,7 +139,7 @@ def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[
     root = within.rstrip("/") + "/" if within else None
     for trace in sorted(out_prefix.parent.glob(out_prefix.name + ".*")):
         pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0
-        for line in trace.read_text(errors="replace").splitlines():
+        for line in own_lines(trace):
             op = parse_line(line, cwd, pid)
             if op and (root is None or op.writes or op.lock or any(p.startswith(root) for p in op.paths)):
                 ops.append(op)

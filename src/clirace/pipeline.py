@@ -5,9 +5,9 @@ saved history is re-judged without launching anything.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import shlex
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -21,6 +21,7 @@ from .errors import SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound
 from .rubric import Criterion, Score, criteria, load_section, score
+from ._leftovers import isolation
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from .scenarios._box import shared_between_sandboxes
@@ -108,7 +109,9 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
         on_history(history)  # lets an interrupted run still report what it saw
     sigint_before = _children_get_default_sigint()
     sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
-    workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)
+    workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
+    how, note = isolation(workdir)
+    history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)
     ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, budget=options.budget, keep=options.keep,
                   strace=usable,
                   strace_note=why, progress=progress, only=options.only, trials=history.trials)
@@ -127,14 +130,14 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
             if stage == (registry.REFERENCE,):
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
-        end_run(workdir)  # whatever a trial left running, even when its own cleanup was cut short
+        # whatever a trial left running, even when its own cleanup was cut short; then the run's folders
+        not_removed = ctx.not_removed + end_run(workdir, keep=options.keep)
         end_adopted()
         if sigint_before is not None:
             signal.signal(signal.SIGINT, sigint_before)
         if options.keep:
             history.kept = str(workdir)  # where they are, also when the run is interrupted
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        history.not_removed = tuple(dict.fromkeys(not_removed))
     result = judge(history)
     result.seconds = time.monotonic() - started
     result.kept = history.kept
@@ -224,4 +227,7 @@ def judge(history: History) -> Result:
                             "Criteria that need them are reported as not tested.")
     if only:
         result.notes.append(f"Only these checks ran: {', '.join(only)}; the score covers only what ran.")
+    if history.not_removed:
+        result.notes.append(f"clirace could not remove {len(history.not_removed)} of the files and folders it made; "
+                            f"remove them by hand: {'; '.join(history.not_removed)}.")
     return result

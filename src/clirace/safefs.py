@@ -9,6 +9,12 @@ the directories on the way); what is not a directory or regular file where one i
 by rename within the same directory fd, so no write ever lands outside.
 
 Paths are given relative to the sandbox root (`within()` turns an absolute one into that, or refuses it).
+
+The directories clirace makes below its run folder (the run folder, each sandbox, its own private folders) are
+*held*: made with `make_dir`, which keeps an fd open on each, so that every later path under one is walked from
+that fd, not from its name. A target that renames its sandbox (or the run folder) away and puts a link in its
+place redirects nothing clirace writes; `replaced()` says that it happened, and `remove()` removes what clirace
+made wherever the target moved it, saying what it could not remove.
 """
 from __future__ import annotations
 
@@ -17,11 +23,13 @@ import os
 import secrets
 import select
 import stat
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to work in by *at() calls only
 _KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory",
           stat.S_IFREG: "a regular file"}
@@ -78,7 +86,7 @@ def _parent(root: str | Path, rel: str, create: bool = False, mode: int = 0o755)
     parts = _parts(rel)
     if not parts:
         raise ValueError("the sandbox root itself is not a file")
-    fd = os.open(os.fspath(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # clirace's own directory
+    fd = _open_root(root)
     try:
         for depth, name in enumerate(parts[:-1]):
             try:
@@ -199,6 +207,12 @@ def open_at(root: str | Path, rel: str, flags: int, mode: int = 0o644, *, parent
         return fd
 
 
+def open_dir(root: str | Path, rel: str) -> int:
+    """An fd on the directory `rel`, walked without following links; Refused for a link or special file there."""
+    with _parent(root, f"{_join(rel)}/.placeholder") as (dir_fd, _name):
+        return os.open(".", _DIR, dir_fd=dir_fd)
+
+
 def write_new(root: str | Path, rel: str, data: bytes, mode: int = 0o644, *, parents: bool = False) -> None:
     """Create `rel` holding `data`; FileExistsError if anything (a dangling link included) is there already."""
     fd = open_at(root, rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, parents=parents)
@@ -307,3 +321,226 @@ def write_all(fd: int, data: bytes, timeout: float | None = None) -> None:
 
 
 _write_all = write_all
+
+
+# ------------------------------------------------------------------------------- directories clirace holds
+
+_held: dict[str, int] = {}  # a directory clirace made (its path when made) -> an fd clirace keeps open on it
+_holding = threading.Lock()
+MAX_DEPTH = 200  # directories nested in each other that `remove` descends (one fd each); a target's deeper tree stays
+
+
+def _key(path: str | Path) -> str:
+    return os.path.normpath(os.fspath(path))
+
+
+def _open_root(root: str | Path) -> int:
+    """A new fd on the directory `root`: through the fd clirace holds on it, or on its parent, when it holds one;
+    else by its path, its last component not followed (a sandbox root swapped for a link is refused)."""
+    key = _key(root)
+    held = _held.get(key)
+    if held is not None:
+        return os.open(".", _DIR, dir_fd=held)  # a new open file: listings in two threads never share an offset
+    parent, name = os.path.split(key)
+    held = _held.get(parent)
+    if held is not None and name:
+        return _open_dir(held, name, [name])
+    try:
+        return os.open(key, _DIR)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        try:
+            kind = _KINDS.get(stat.S_IFMT(os.lstat(key).st_mode), "special")
+        except OSError:
+            kind = "missing"
+        raise Refused(Special(key, kind)) from None
+
+
+def make_dir(parent: str | Path, prefix: str, mode: int = 0o700) -> Path:
+    """Make a new directory named `prefix` + 16 random hex digits under `parent` (through the fd clirace holds on
+    `parent`, when it holds one), hold it, and return its path."""
+    held = _held.get(_key(parent))
+    # O_PATH: making an entry needs no right to list the folder (clirace's private one is mode 0300)
+    opened = (os.open(".", _PATH, dir_fd=held) if held is not None else  # else the user's own folder ($TMPDIR)
+              os.open(os.fspath(parent), _PATH & ~os.O_NOFOLLOW))
+    with closing_fd(opened) as parent_fd:
+        for _ in range(100):
+            name = f"{prefix}{secrets.token_hex(8)}"
+            try:
+                os.mkdir(name, 0o700, dir_fd=parent_fd)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(errno.EEXIST, "no free directory name", os.fspath(parent))
+        path = os.path.join(_key(parent), name)
+        fd = _open_dir(parent_fd, name, [name])  # (opened before `mode` may take its owner's right to list it)
+        os.chmod(fd, mode)  # the umask does not decide it
+    with _holding:
+        _held[path] = fd
+    return Path(path)
+
+
+def release(path: str | Path) -> None:
+    """Stop holding the directory made at `path` (it is kept)."""
+    with _holding:
+        fd = _held.pop(_key(path), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def held_fd(path: str | Path) -> int | None:
+    """The fd clirace holds on the directory made at `path`, or None."""
+    return _held.get(_key(path))
+
+
+def replaced(path: str | Path) -> str | None:
+    """Why `path` no longer leads to the directory clirace made there (renamed away, a link or another folder put
+    in its place, by the target), or None while it does (or clirace does not hold it)."""
+    key = _key(path)
+    fd = _held.get(key)
+    if fd is None:
+        return None
+    mine = os.fstat(fd)
+    try:
+        seen = os.lstat(key)
+    except OSError as exc:
+        return f"{key} is gone ({exc.strerror}): moved or removed"
+    if (seen.st_dev, seen.st_ino) == (mine.st_dev, mine.st_ino):
+        return None
+    if stat.S_ISLNK(seen.st_mode):
+        try:
+            return f"{key} is now a symbolic link to {os.readlink(key)}"
+        except OSError:
+            return f"{key} is now a symbolic link"
+    return f"{key} is now {_KINDS.get(stat.S_IFMT(seen.st_mode), 'something else')} that clirace did not make"
+
+
+def remove(path: str | Path) -> list[str]:
+    """Remove the held directory made at `path` and everything in it, wherever it is now (found through the held
+    fd, not by its name), and stop holding it. Links in it are removed, never followed. Returns what could not be
+    removed, each as "PATH: why" (an immutable file, a busy mount point, a tree nested too deep); a directory
+    clirace does not hold is removed by its path."""
+    key = _key(path)
+    with _holding:
+        fd = _held.pop(key, None)
+    if fd is None:
+        try:
+            fd = _open_root(key)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            return [f"{key}: {exc.strerror or exc}"]
+    failures: list[str] = []
+    try:
+        shown = where_now(fd) or key  # a folder the target moved is named where it is
+        _clear(fd, shown, failures, 0)
+        if not failures:
+            _remove_entry(fd, shown, failures)
+    finally:
+        os.close(fd)
+    return failures
+
+
+def _clear(fd: int, shown: str, failures: list[str], depth: int) -> None:
+    """Remove everything in the directory `fd`, walking it by fds (O_NOFOLLOW), so nothing outside is touched:
+    a link is removed, never followed, and a mount point (another filesystem, a bind mount of the user's own
+    folder) is not entered."""
+    try:
+        names = os.listdir(fd)
+        device = os.fstat(fd).st_dev
+    except OSError as exc:
+        failures.append(f"{shown}: {exc.strerror or exc}")
+        return
+    for name in names:
+        where = f"{shown}/{name}"
+        try:
+            os.unlink(name, dir_fd=fd)
+            continue
+        except FileNotFoundError:
+            continue
+        except IsADirectoryError:
+            pass
+        except OSError as exc:
+            failures.append(f"{where}: {exc.strerror or exc}")
+            continue
+        if depth >= MAX_DEPTH:
+            failures.append(f"{where}: directories nested more than {MAX_DEPTH} deep")
+            continue
+        try:
+            child = os.open(name, _DIR, dir_fd=fd)
+        except OSError as exc:
+            failures.append(f"{where}: {exc.strerror or exc}")
+            continue
+        before = len(failures)
+        try:
+            if os.fstat(child).st_dev != device:
+                failures.append(f"{where}: a mount point (another filesystem mounted there); not entered")
+                continue
+            _clear(child, where, failures, depth + 1)
+        finally:
+            os.close(child)
+        try:
+            os.rmdir(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if len(failures) == before:  # else what stayed inside is named already
+                failures.append(f"{where}: {exc.strerror or exc}")
+
+
+def _remove_entry(fd: int, shown: str, failures: list[str]) -> None:
+    """Remove the (emptied) directory `fd` from wherever it is now: found in its parent by its inode."""
+    mine = os.fstat(fd)
+    try:
+        parent = os.open("..", _PATH, dir_fd=fd)
+    except FileNotFoundError:
+        return  # removed already (a deleted directory has no parent)
+    except OSError as exc:
+        failures.append(f"{shown}: {exc.strerror or exc}")
+        return
+    try:
+        name = _name_in(parent, mine, os.path.basename(shown))
+        if name is None:
+            return
+        try:
+            os.rmdir(name, dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            failures.append(f"{shown}: {exc.strerror or exc}")
+    finally:
+        os.close(parent)
+
+
+def _name_in(parent: int, mine: os.stat_result, expected: str) -> str | None:
+    def same(name: str) -> bool:
+        try:
+            seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return False
+        return (seen.st_dev, seen.st_ino) == (mine.st_dev, mine.st_ino)
+    if same(expected):
+        return expected
+    try:
+        return next((name for name in os.listdir(parent) if same(name)), None)
+    except OSError:
+        return None
+
+
+def where_now(fd: int) -> str | None:
+    """The path of the directory `fd` now (the kernel's view, /proc/self/fd), or None if it is deleted."""
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return path if path.startswith("/") and not path.endswith(" (deleted)") else None
+
+
+@contextmanager
+def closing_fd(fd: int):
+    try:
+        yield fd
+    finally:
+        os.close(fd)

@@ -1,17 +1,17 @@
 """A fresh directory per trial that stands in for the user's home, config, cache, state, runtime dir and /tmp.
 
 The target only ever sees these paths, so a run never touches the real home or /tmp; the trial's processes
-carry a marker in their environment so that anything they leave running can be found and ended.
+carry a marker in their environment, and join the trial's cgroup where the machine has one, so that anything
+they leave running can be found and ended. clirace's own files for the trial (traces, kill logs) live in a
+private folder outside the run folder (see _leftovers.py), and every folder here is held by an fd (safefs).
 """
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from . import _leftovers, placeholders
+from . import _leftovers, placeholders, safefs
 from ._leftovers import make_workdir, sweep_leftovers  # noqa: F401 - part of this module's interface
 from .procfs import pids, stat_fields
 from .reap import MARKER, _kill_until_gone, end_marked  # noqa: F401 - part of this module's interface
@@ -21,19 +21,27 @@ _LAYOUT = placeholders.LAYOUT
 
 
 class Sandbox:
-    def __init__(self, root: Path, spec_dir: Path):
-        self.root = root
+    """A new sandbox `KIND-XXXX` in the run folder `workdir` (made by make_workdir), made through the fd clirace
+    holds on the run folder, with a private folder for clirace's own files and a cgroup of its own where the
+    run has one."""
+
+    def __init__(self, workdir: Path, kind: str, spec_dir: Path):
+        run = _leftovers.run_of(workdir)
+        if run is None:
+            raise ValueError(f"{workdir} is not a run folder made by make_workdir()")
+        try:
+            self.root = safefs.make_dir(workdir, f"{kind}-")
+        except FileNotFoundError:  # the target removed the run folder: somewhere to stand, for a void trial
+            self.root = safefs.make_dir(run.private, f"{kind}-")
+        self.workdir = Path(workdir)
         self.spec_dir = spec_dir
-        self.marker = f"{os.getpid()}:{root}"
-        if Path(root).parent.name.startswith(_leftovers.RUN_PREFIX):
-            _leftovers.watch_run(Path(root).parent)  # a run's first sandbox: its leftovers must not outlive a killed clirace
-        # clirace's own traces and logs: beside the sandbox, not in it, under a name the target cannot know
-        # in advance, so a link it planted in its sandbox never redirects what strace writes.
-        self.private = Path(tempfile.mkdtemp(prefix=f".{Path(root).name}-clirace-", dir=Path(root).parent))
-        for rel in _LAYOUT.values():
-            (root / rel).mkdir(parents=True, exist_ok=True)
-        (root / "io").mkdir(exist_ok=True)
-        os.chmod(root / _LAYOUT["runtime_dir"], 0o700)
+        self.marker = f"{os.getpid()}:{self.root}"
+        # clirace's own traces and logs: outside the run folder the target can list, under a random name.
+        self.private = safefs.make_dir(run.private, "")
+        self.cgroup = run.cgroup.child(self.root.name) if run.cgroup else None
+        for name, rel in _LAYOUT.items():
+            safefs.mkdirs(self.root, rel, 0o700 if name == "runtime_dir" else 0o755)
+        safefs.mkdirs(self.root, "io")
 
     def path(self, name: str) -> Path:
         return self.root / _LAYOUT[name]
@@ -60,26 +68,52 @@ class Sandbox:
         env[MARKER] = self.marker
         return env
 
+    def tampered(self) -> str | None:
+        """Why the sandbox's path no longer leads to the folder clirace made (the target moved it, or the run
+        folder, away and put something else in its place), or None. What clirace itself reads and writes goes
+        through the folders it holds, so the trial is only void: nothing it writes lands anywhere else."""
+        for what, path in (("the run folder", self.workdir), ("its sandbox", self.root)):
+            why = safefs.replaced(path)
+            if why:
+                return (f"the target replaced {what}: {why}; clirace stopped the trial (what it writes goes to the "
+                        "folder it made, wherever that is now; nothing follows the new path)")
+        return None
+
     def end_strays(self) -> list[int]:
-        """SIGKILL every process still carrying this sandbox's marker (e.g. a child that called setsid)."""
+        """SIGKILL every process of this trial still running: its whole cgroup where it has one, and every
+        process still carrying this sandbox's marker (e.g. a child that called setsid)."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
         return end_marked(self.marker)
 
-    def remove(self) -> None:
+    def remove(self) -> list[str]:
+        """End what is left of the trial, then remove its sandbox (wherever the target moved it), its private
+        folder and its cgroup. Returns what could not be removed, each "PATH: why"."""
         self.end_strays()
-        shutil.rmtree(self.root, ignore_errors=True)
-        shutil.rmtree(self.private, ignore_errors=True)
+        failures = safefs.remove(self.root) + safefs.remove(self.private)
+        if self.cgroup is not None:
+            failures += filter(None, [self.cgroup.remove()])
+        return failures
+
+    def let_go(self) -> None:
+        """Kept (--keep): stop holding its folders; the private one, clirace's own, is removed all the same."""
+        self.end_strays()
+        safefs.remove(self.private)
+        safefs.release(self.root)
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
-def end_run(workdir: Path | str) -> list[int]:
-    """SIGKILL whatever any trial of this run (sandboxes under `workdir`) left running, and mark the run over
-    (its watchdog stands down; a kept `workdir` is no longer a leftover for `sweep_leftovers`).
+def end_run(workdir: Path | str, keep: bool = False) -> list[str]:
+    """SIGKILL whatever any trial of this run (sandboxes under `workdir`) left running, remove the run's folders
+    (the run folder itself unless `keep`) and its cgroup, and mark the run over (its watchdog stands down; a kept
+    `workdir` is no longer a leftover for `sweep_leftovers`). Returns what could not be removed.
 
     The safety net under every trial's own cleanup: it still works when that cleanup was cut short
     (an exception, Ctrl-C or SIGTERM in the middle of ending the trial's processes).
     """
-    killed = end_marked(f"{os.getpid()}:{os.path.join(str(workdir), '')}", prefix=True)
-    _leftovers.unwatch(os.path.normpath(str(workdir)))
-    return killed
+    end_marked(f"{os.getpid()}:{os.path.join(str(workdir), '')}", prefix=True)
+    return _leftovers.end(workdir, keep)
 
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h

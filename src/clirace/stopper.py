@@ -57,6 +57,7 @@ LOCK_CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock",
 # Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
 AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
 POLL = 0.002
+READ_CHUNK = 1 << 20  # at most this much of a trace file per poll
 
 
 class NotAvailable(RuntimeError):
@@ -142,13 +143,15 @@ class StopLog:
         """New stops since the last poll."""
         new = []
         for pid in self.pids():
-            trace = self.prefix.parent / f"{self.prefix.name}.{pid}"
+            fd = observe.open_own(self.prefix.parent / f"{self.prefix.name}.{pid}")  # a regular file, never a link
+            if fd is None:
+                continue
             try:
-                with open(trace, "rb") as handle:
-                    handle.seek(self._offsets.get(pid, 0))
-                    chunk = handle.read()
+                chunk = os.pread(fd, READ_CHUNK, self._offsets.get(pid, 0))  # the rest at the next poll
             except OSError:
                 continue
+            finally:
+                os.close(fd)
             if not chunk:
                 continue
             self._offsets[pid] = self._offsets.get(pid, 0) + len(chunk)

@@ -1,7 +1,8 @@
 """clirace SIGKILLed mid-run (a CI runner cancelling the job): nothing of the run outlives it for long.
 
-Its direct children die with it (PR_SET_PDEATHSIG), the run's watchdog ends the rest (setsid() daemons) and
-removes the run's folder, and when the watchdog was killed too, the next run's `sweep_leftovers()` does both.
+Its direct children die with it (PR_SET_PDEATHSIG), the run's watchdog ends the rest (setsid() daemons; where the
+trials have cgroups, also orphans that cleared their environment) and removes the run's folders, and when the
+watchdog was killed too, the next run's `sweep_leftovers()` does both.
 """
 from __future__ import annotations
 
@@ -13,16 +14,22 @@ import time
 
 import pytest
 
+from clirace import _cgroup
 from clirace.sandbox import stat_fields, sweep_leftovers
 
 from ..conftest import FIXTURES, ROOT
 from ..procs import wait_for, with_cmdline
 
 SPEC = FIXTURES / "hostile" / "daemons.yaml"
+ORPHANS = FIXTURES / "hostile" / "orphans.yaml"
+CGROUPS, WHY_NOT = _cgroup.make(f"clirace-probe-{os.getpid()}", "/bin/sh")
+if CGROUPS:
+    CGROUPS.remove()
+needs_cgroups = pytest.mark.skipif(CGROUPS is None, reason=f"no cgroup for clirace here: {WHY_NOT}")
 
 
-def start_clirace(scope) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "clirace", "check", str(SPEC), "--no-strace"], cwd=ROOT,
+def start_clirace(scope, spec=SPEC, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "clirace", "check", str(spec), "--no-strace", *args], cwd=ROOT,
                             env=scope.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -78,9 +85,9 @@ def test_the_next_run_sweeps_what_the_watchdog_could_not(no_leftovers):
 
     swept = sweep_leftovers(no_leftovers.tmpdir)
     assert daemon.pid in swept["killed"]
-    assert swept["removed"] == [str(no_leftovers.tmpdir / folder)]
+    assert str(no_leftovers.tmpdir / folder) in swept["removed"]  # and its private folder beside it
     assert no_leftovers.leftovers(timeout=2.0) == []
-    assert run_folders(no_leftovers) == []
+    assert os.listdir(no_leftovers.tmpdir) == []
 
 
 @pytest.mark.timeout(20)
@@ -93,6 +100,7 @@ def test_sweep_spares_live_and_finished_runs(tmp_path):
         "clirace-1-abcdef": None,  # no owner file: pid 1 from the name, alive
         "clirace-999999999-kept": "",  # no owner file, not empty: a run that ended, kept with --keep
         "clirace-999999999-empty": None,  # no owner file, empty: killed before its first sandbox
+        "clirace-999999999-said-nothing": "",  # an empty owner file (killed while writing it), sandboxes in it
         "other-folder": f"{me} 1 running",  # not a clirace run folder
     }
     for name, owner in folders.items():
@@ -101,8 +109,85 @@ def test_sweep_spares_live_and_finished_runs(tmp_path):
             (tmp_path / name / OWNER).write_text(owner + "\n")
         elif owner == "":
             (tmp_path / name / "counter-x").mkdir()
+    (tmp_path / "clirace-999999999-said-nothing" / OWNER).write_text("")
+    (tmp_path / ".clirace-999999999-gone.0123").mkdir(mode=0o300)  # a dead run's private folder, not listable
+    (tmp_path / ".clirace-1-live.0123").mkdir(mode=0o300)  # pid 1's: alive
+    (tmp_path / "clirace-999999999-planted").symlink_to(tmp_path / "other-folder")  # where a run folder was
     swept = sweep_leftovers(tmp_path)
-    assert sorted(swept["removed"]) == [str(tmp_path / "clirace-999999999-empty"), str(tmp_path / "clirace-killed")]
-    assert sorted(os.listdir(tmp_path)) == ["clirace-1-abcdef", "clirace-999999999-kept", "clirace-live",
-                                            "other-folder"]
+    assert sorted(swept["removed"]) == [str(tmp_path / name) for name in (
+        ".clirace-999999999-gone.0123", "clirace-999999999-empty", "clirace-999999999-said-nothing", "clirace-killed")]
+    assert sorted(os.listdir(tmp_path)) == [".clirace-1-live.0123", "clirace-1-abcdef", "clirace-999999999-kept",
+                                            "clirace-live", "other-folder"]
 
+
+
+def of_the_run(scope) -> list[str]:
+    """Every process of the scope's runs: by their marker, and by the command line of those that shed it (the
+    orphans carry their sandbox's HOME in it)."""
+    marked = [str(p) for p in scope.processes()]
+    return marked + [f"pid {pid}: {line}" for pid, line in with_cmdline(str(scope.tmpdir)).items()]
+
+
+def orphan_in(scope, kind: str):
+    """An orphan left by a command of a trial of `kind` (its sandbox is named KIND-XXXX), once there is one."""
+    return [pid for pid, line in with_cmdline("clirace-hostile-orphan ").items() if f"/{kind}-" in line]
+
+
+def left_after(find, deadline: float) -> list:
+    """What `find()` lists once it lists nothing or `deadline` (time.monotonic()) has passed."""
+    while True:
+        left = find()
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+
+
+# stage: (the kind of a sandbox only it makes, the --only that gets there soonest). The reference stage's counter
+# runs in a sandbox named like the rounds' (counter-XXXX); its lock contender alone, in alone-XXXX.
+STAGES = {"reference": ("alone", "lock-excludes"), "rounds": ("counter", "counter"),
+          "lock": ("lock-conflict", "lock-excludes"), "atomic": ("config-sampled", "atomic-config")}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@needs_cgroups
+@pytest.mark.parametrize("stage", STAGES)
+def test_an_orphan_that_cleared_its_environment_dies_with_a_killed_clirace(stage, no_leftovers):
+    """The target leaves a double-forked setsid() orphan with an empty environment at every command; clirace is
+    SIGKILLed once one of `stage` is alive: within 5 s nothing of the run is left, and the next run's sweep
+    leaves no folder and no cgroup."""
+    kind, only = STAGES[stage]
+    proc = start_clirace(no_leftovers, ORPHANS, "--only", only)
+    try:
+        wait_for(lambda: orphan_in(no_leftovers, kind), 40, f"an orphan of the {stage} stage")
+    finally:
+        killed_at = time.monotonic()
+        kill_clirace(proc)
+    assert left_after(lambda: of_the_run(no_leftovers), killed_at + 5.0) == [], "processes outlived it by 5 s"
+    print(f"all ended within {time.monotonic() - killed_at:.3f}s of the SIGKILL")
+    sweep_leftovers(no_leftovers.tmpdir)  # what the next run does first
+    assert os.listdir(no_leftovers.tmpdir) == []
+    assert [c.path for c in _cgroup.leftovers(f"clirace-{proc.pid}-")] == []
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@needs_cgroups
+def test_the_next_run_ends_an_orphan_that_cleared_its_environment_when_the_watchdog_was_killed_too(tmp_path,
+                                                                                                  no_leftovers):
+    spec = tmp_path / "linger.yaml"  # a setup command that leaves its orphan, then sleeps: the trial stays
+    spec.write_text(ORPHANS.read_text().replace('  timeout: 5s\n', f'  timeout: 90s\nsetup: [["linger"]]\n')
+                    .replace("{spec_dir}", str(ORPHANS.parent)))
+    proc = start_clirace(no_leftovers, spec)
+    try:
+        wait_for(lambda: orphan_in(no_leftovers, "counter"), 40, "the orphan of the first setup command")
+        for pid in with_cmdline(f"_watchdog.py {proc.pid} "):
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        kill_clirace(proc)
+    orphans = orphan_in(no_leftovers, "counter")
+    assert orphans, "the orphan is out of every reach but its cgroup's"
+    swept = sweep_leftovers(no_leftovers.tmpdir)
+    assert set(orphans) <= set(swept["killed"])
+    assert left_after(lambda: of_the_run(no_leftovers), time.monotonic() + 2.0) == []
+    assert os.listdir(no_leftovers.tmpdir) == []

@@ -1,14 +1,20 @@
 """A target that plants symbolic links (fixtures/hostile/links.py) must not make clirace touch anything outside
 its sandbox: a canary directory is snapshotted (type, mode, inode, size, hash of everything in it) before and
-after `clirace check`, and must be unchanged. (Issue 10's first "done when".)
+after `clirace check`, and must be unchanged. (Issue 10's first "done when", and issue 19's.)
 
 The scenarios open every file in the sandbox through `clirace.safefs` (the restore file, the park FIFO and its
-directory, io/ inputs and outputs, the take lock, the release file), and keep trace/ and kill.log in a folder
-beside the sandbox that the target cannot name in advance.
+directory, io/ inputs and outputs, the take lock, the release file), walked from the fd clirace holds on the
+sandbox; clirace's own traces and kill logs live in a private folder outside the run folder, under names nobody
+can plant a link at in advance, reached through clirace's fds and read only as regular files, a bounded amount.
 """
 from __future__ import annotations
 
+import array
+import fcntl
 import hashlib
+import json
+import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,13 +25,13 @@ import pytest
 from ..conftest import FIXTURES, ROOT
 
 TOOL = FIXTURES / "hostile" / "links.py"
-BASE = """version: 1
+SPEC = """version: 1
 tool:
   command: ["{{python}}", "{tool}"]
   env: {{CANARY: "{canary}"}}
   timeout: 5s
 setup:
-  - ["plant"]
+  - {setup}
 rounds: 2
 parallel: 2
 workloads:
@@ -37,7 +43,8 @@ workloads:
   - kind: keys
     run: ["set", "{{key}}", "{{value}}"]
     config: {{path: "{{config_home}}/links/config.json", format: json}}
-lock:
+"""
+LOCK = """lock:
   contender: ["set", "contender", "1"]
   hold:
 {hold}
@@ -76,7 +83,7 @@ def snapshot(directory: Path) -> dict:
 def test_links_planted_by_the_target_leave_the_canary_unchanged(hold, tmp_path, no_leftovers):
     canary = make_canary(tmp_path)
     spec = tmp_path / "links.yaml"
-    spec.write_text(BASE.format(tool=TOOL, canary=canary, hold=HOLDS[hold]))
+    spec.write_text(SPEC.format(tool=TOOL, canary=canary, setup='["plant"]') + LOCK.format(hold=HOLDS[hold]))
     before = snapshot(canary)
     proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--allow-outside-sandbox",
                            "--format", "json"], capture_output=True, text=True, env=no_leftovers.env(), cwd=ROOT,
@@ -86,3 +93,114 @@ def test_links_planted_by_the_target_leave_the_canary_unchanged(hold, tmp_path, 
                if before.get(name) != after.get(name)}
     assert changed == {}, f"outside the sandbox, changed: {sorted(changed)}"
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
+
+
+# Issue 19: clirace's own folders, the sandbox root and the run folder. What the spec needs: traced rounds (trace
+# files), a writer killed mid-write (a kill log) and io/ inputs; not the lock.
+ATTACKS = {
+    # The probe's attack on the folder where clirace kept its traces and kill log (beside the sandbox, in the run
+    # folder), made as hard as listing allows: every folder near the sandbox that is not one gets them.
+    "private-folder-links": '["private", "link"]',
+    "private-folder-fifos": '["private", "fifo"]',
+    "private-folder-dev-zero": '["private", "devzero"]',
+    "sandbox-root-swapped": '["swap-root"]',
+    "run-folder-swapped": '["swap-run"]',
+    "run-folder-removed": '["remove-run"]',
+}
+RSS_LIMIT_KB = 300 * 1024
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_attacks_on_clirace_own_folders_leave_the_canary_unchanged(attack, tmp_path, no_leftovers):
+    canary = make_canary(tmp_path)
+    for name in ("root", "run"):
+        (canary / name).mkdir()
+    spec = tmp_path / "own.yaml"
+    spec.write_text(SPEC.format(tool=TOOL, canary=canary, setup=ATTACKS[attack]))
+    before = snapshot(canary)
+    proc, peak_kb = run_json_measured(spec, no_leftovers, timeout=110)
+    assert snapshot(canary) == before, "something outside the sandbox changed"
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert peak_kb < RSS_LIMIT_KB, f"peak RSS {peak_kb} KiB"
+    assert os.listdir(no_leftovers.tmpdir) == [], "clirace left files or folders behind"
+    result = json.loads(proc.stdout)
+    evidence = " ".join(c["evidence"] for c in result["criteria"])
+    if attack.endswith(("swapped", "removed")):  # reported as the target's doing; nothing after it runs
+        assert "the target replaced" in evidence, evidence
+    else:  # the plants hit nothing clirace uses: the run goes on as usual
+        assert {c["id"]: c["status"] for c in result["criteria"]}["atomic-config-writes"] == "pass", evidence
+
+
+def run_json_measured(spec, scope, timeout: float):
+    argv = [sys.executable, "-c", MEASURE, sys.executable, "-m", "clirace", "check", str(spec),
+            "--allow-outside-sandbox", "--format", "json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=scope.env(), cwd=ROOT, timeout=timeout)
+    out, _, peak = proc.stdout.rpartition("\npeak-rss-kb ")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, proc.stderr), int(peak)
+
+
+# Runs its arguments and prints, after their output, the peak RSS of the largest process among them (wait4).
+MEASURE = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stdout.flush()
+print("\\npeak-rss-kb", usage.ru_maxrss, end="")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
+
+
+def set_immutable(path: Path, on: bool) -> None:
+    """chattr +i / -i, by the ioctl (OSError where the filesystem or the user's capabilities do not allow it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+        flags[0] = flags[0] | FS_IMMUTABLE_FL if on else flags[0] & ~FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags)
+    finally:
+        os.close(fd)
+
+
+def can_set_immutable(where: Path) -> bool:
+    probe = where / "immutable-probe"
+    probe.write_text("")
+    try:
+        set_immutable(probe, True)
+        set_immutable(probe, False)
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_sandbox_clirace_cannot_remove_is_named_and_the_exit_status_says_so(tmp_path, no_leftovers):
+    if not can_set_immutable(tmp_path):
+        pytest.skip("cannot make a file immutable here (needs CAP_LINUX_IMMUTABLE and a filesystem that has it)")
+    spec = tmp_path / "stuck.yaml"
+    spec.write_text(SPEC.format(tool=TOOL, canary=make_canary(tmp_path), setup='["immutable"]'))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--only", "counter",
+                               "--allow-outside-sandbox", "--format", "json"], capture_output=True, text=True,
+                              env=no_leftovers.env(), cwd=ROOT, timeout=50)
+        stuck = sorted(no_leftovers.tmpdir.rglob("stuck"))
+        assert stuck, "the immutable file is gone: nothing was left to report"
+        assert proc.returncode == 4, proc.stderr[-2000:]  # errors.EXIT_NOT_REMOVED
+        assert "sandboxes removed" not in proc.stderr
+        assert f"could not remove {len(stuck)} of the files and folders it made" in proc.stderr
+        notes = " ".join(json.loads(proc.stdout)["notes"])
+        for path in stuck:
+            assert f"{path}: Operation not permitted" in proc.stderr and str(path) in notes
+    finally:
+        for path in no_leftovers.tmpdir.rglob("stuck"):
+            set_immutable(path, False)
+        for path in no_leftovers.tmpdir.iterdir():
+            shutil.rmtree(path)

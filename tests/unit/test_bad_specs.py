@@ -44,6 +44,8 @@ CASES = [
     ("scalar_document.yaml", 1, "the spec is a single value"),
     ("binary_nul_bytes.yaml", 3, "NUL byte: this is a binary file"),
     ("non_utf8_bytes.yaml", 1, "0xE9, which is not UTF-8"),
+    ("control_character_del.yaml", 3, "found U+007F (a control character), which YAML does not allow"),
+    ("control_character_esc.yaml", 4, "found U+001B (a control character), which YAML does not allow"),
     # wrong types
     ("type_parallel_string.yaml", 4, "parallel is the string 'eight'; expected a whole number"),
     ("type_tool_string.yaml", 3, "tool is the string '{python} -c pass'; expected a mapping"),
@@ -59,6 +61,7 @@ CASES = [
     ("misspelt_value_kind.yaml", 5, "did you mean 'counter'"),
     ("misplaced_key_timeout.yaml", 5, "'timeout' belongs in tool"),
     ("session_env_invalid_name.yaml", 8, "environment variable name"),
+    ("hold_env_invalid_name.yaml", 13, "lock.hold.env has the key 'A=B'; expected an environment variable name"),
     # missing required fields
     ("missing_version.yaml", 1, "has no 'version'"),
     ("missing_tool_command.yaml", 2, "tool has no 'command'"),

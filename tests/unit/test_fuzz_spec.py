@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -34,7 +35,8 @@ BUNDLED = sorted([*ROOT.glob("fixtures/**/*.yaml"), *ROOT.glob("docs/examples/*.
 TOKENS = [": ", "- ", "[", "]", "{", "}", ",", "&a ", "*a", "<<: *a\n", "!!int ", "!!bool ", "!!timestamp ",
           "!!python/object/apply:os.system ", "!binary ", "\t", "\x00", "'", '"', "\n", "\n  ", "#", "|\n", ">-\n",
           "{sandbox}", "{nope}", "{spec_dir}/", "/tmp/x", "..", "\\uD800", "\\0", "1e999", ".nan", "-1", "0ms",
-          "1s\\n", "x{99999999999}", "(a+)+$", "(\\d+)|(\\d+)", "9" * 30, "\u202e", "t\u014dol", "---\n", "...\n"]
+          "1s\\n", "x{99999999999}", "(a+)+$", "(\\d+)|(\\d+)", "9" * 30, "\u202e", "t\u014dol", "---\n", "...\n",
+          "\x7f", "\x1b[31m", "\x01", "\x80", "\ufffe"]  # characters YAML refuses, found by an index only
 HOSTILE_STRINGS = st.sampled_from(["", " ", "\x00", "\ud800", "x" * 200_000, "{sandbox}/../..", "{nope}", "/",
                                    "{spec_dir}/state.json", "(a|aa)+$", "(", "1s\n", "0ms", "-5s", "\u202e",
                                    "PATH", "/nonexistent", "{config_home}", "{home}/", "a\nb"]) | st.text(max_size=20)
@@ -57,6 +59,11 @@ def homes(tmp_path_factory) -> dict[Path, Path]:
     return out
 
 
+# Errors about the file as a whole, which have no position to name.
+WHOLE_FILE = ("the spec is empty", "only comments and blank lines", "expected at most 1,000,000 bytes", "alias bomb",
+              "more than 20,000 values")
+
+
 def check(home: Path, text: str | bytes) -> None:
     target = home / "mutant.yaml"
     if target.is_symlink():
@@ -67,6 +74,8 @@ def check(home: Path, text: str | bytes) -> None:
     except SpecError as exc:
         paragraph = exc.paragraph()
         assert paragraph and str(target) in paragraph, paragraph
+        if not any(whole in paragraph for whole in WHOLE_FILE):  # any other defect is somewhere: say where
+            assert re.search(re.escape(str(target)) + r":\d+:\d+", paragraph), paragraph
         return
     assert isinstance(result, Spec)
 

@@ -1,6 +1,7 @@
 """The history is the contract: it round-trips exactly, refuses what it cannot read with the JSON path, and
 keeps raw observations only, so that a saved history is judged by today's checks."""
 import json
+import os
 
 import pytest
 
@@ -74,3 +75,32 @@ def test_a_damaged_history_is_refused_with_the_json_path(tmp_path, mutate, where
     with pytest.raises(HistoryError) as caught:
         History.load(path)
     assert where in str(caught.value)
+
+
+def test_a_history_above_the_bound_a_fifo_or_a_device_is_refused_without_reading(tmp_path, monkeypatch):
+    from clirace import history as module
+    path = saved(tmp_path, history(keys_round()))
+    monkeypatch.setattr(module, "MAX_BYTES", path.stat().st_size - 1)
+    with pytest.raises(HistoryError, match="larger than"):
+        History.load(path)
+    monkeypatch.undo()
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as handle:  # sparse: its size is read, never its bytes
+        handle.truncate(module.MAX_BYTES + 1)
+    with pytest.raises(HistoryError, match=f"larger than {module.MAX_BYTES >> 20} MiB"):
+        History.load(huge)
+    fifo = tmp_path / "history.fifo"
+    os.mkfifo(fifo)
+    for special in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(HistoryError, match="not a regular file|Is a directory"):
+            History.load(special)
+
+
+def test_old_histories_load_with_the_new_fields_at_their_defaults(tmp_path):
+    path = saved(tmp_path, history(keys_round()))
+    data = json.loads(path.read_text())
+    del data["not_removed"]
+    for name in ("isolation", "isolation_note"):
+        del data["environment"][name]
+    loaded = History.from_json(data)
+    assert loaded.not_removed == () and loaded.environment.isolation == ""

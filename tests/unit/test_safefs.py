@@ -255,3 +255,68 @@ def test_kind(box, canary):
     assert safefs.kind(box, "home/link/state.json") == "behind home/link is a symbolic link"
     assert safefs.kind(box, CONFIG) == "a regular file"
     assert safefs.kind(box, "nope") == "missing"
+
+
+# ------------------------------------------------------------------------------- directories clirace holds
+
+def test_a_held_sandbox_swapped_for_a_link_redirects_nothing(tmp_path, canary):
+    run = safefs.make_dir(tmp_path, "clirace-1-")
+    box = safefs.make_dir(run, "counter-")
+    assert safefs.replaced(box) is None
+    os.rename(box, f"{box}.moved")
+    os.symlink(canary, box)  # the target's swap: its sandbox renamed away, a link in its place
+    assert safefs.replaced(box) == f"{box} is now a symbolic link to {canary}"
+    safefs.write_new(box, "io/input-1", b"data", parents=True)  # through the fd: into the folder clirace made
+    assert Path(f"{box}.moved/io/input-1").read_bytes() == b"data"
+    assert safefs.remove(box) == []  # wherever it went
+    assert not Path(f"{box}.moved").exists()
+    assert safefs.remove(run) == []  # the link in it is removed, never followed
+    assert not run.exists() and not os.path.lexists(run)
+
+
+def test_a_held_run_folder_swapped_for_a_link_redirects_nothing(tmp_path, canary):
+    run = safefs.make_dir(tmp_path, "clirace-1-")
+    os.rename(run, f"{run}.moved")
+    os.symlink(canary, run)
+    box = safefs.make_dir(run, "counter-")  # made through the fd on the run folder: in the moved one
+    assert box.parent == run and Path(f"{run}.moved/{box.name}").is_dir()
+    assert safefs.replaced(run) == f"{run} is now a symbolic link to {canary}"
+    assert safefs.replaced(box).startswith(f"{box} is gone")  # its path now leads into the canary
+    safefs.mkdirs(box, "home/.config")
+    assert safefs.remove(box) == [] and safefs.remove(run) == []
+    assert sorted(os.listdir(tmp_path)) == ["canary", run.name] and os.path.islink(run)  # the target's link stays
+
+
+def test_an_unheld_root_that_is_a_link_is_refused(box, canary, tmp_path):
+    os.symlink(canary, tmp_path / "swapped")
+    assert safefs.read_capped(tmp_path / "swapped", "state.json", 100) == Special(str(tmp_path / "swapped"),
+                                                                                  "a symbolic link")
+
+
+def test_remove_names_what_it_cannot_remove_and_never_enters_a_link(tmp_path, canary):
+    run = safefs.make_dir(tmp_path, "clirace-1-")
+    (run / "home").mkdir()
+    (run / "home" / "outside").symlink_to(canary)
+    (run / "home" / "deep").mkdir()
+    (run / "home" / "deep" / "file").write_text("x")
+    os.chmod(run / "home" / "deep", 0o500)  # entries cannot be removed (as long as we are not root)
+    try:
+        failures = safefs.remove(run)
+        if os.geteuid() == 0:
+            assert failures == [] and not run.exists()
+        else:
+            assert failures == [f"{run}/home/deep/file: Permission denied"]
+            assert (run / "home" / "deep" / "file").exists() and not (run / "home" / "outside").exists()
+    finally:
+        if run.exists():
+            os.chmod(run / "home" / "deep", 0o700)
+            safefs.remove(run)
+
+
+def test_remove_does_not_descend_past_its_depth_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(safefs, "MAX_DEPTH", 3)
+    run = safefs.make_dir(tmp_path, "clirace-1-")
+    (run / "a" / "b" / "c" / "d").mkdir(parents=True)
+    assert safefs.remove(run) == [f"{run}/a/b/c/d: directories nested more than 3 deep"]
+    monkeypatch.setattr(safefs, "MAX_DEPTH", 200)
+    assert safefs.remove(run) == [] and not run.exists()

@@ -9,8 +9,9 @@ reason in `error`, and the rest of the run goes on.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
-import tempfile
+import secrets
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import observe, placeholders
+from .. import observe, placeholders, safefs
 from ..history import Event, FileOp, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
@@ -53,6 +54,7 @@ class Context:
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
+    not_removed: list[str] = field(default_factory=list)  # what clirace could not remove, "PATH: why" (shared)
 
     @property
     def input_token(self) -> str:
@@ -100,10 +102,11 @@ class Context:
     @contextmanager
     def box(self, record: type[Trial], name: str, round_: int = 0, setup: Any = None) -> Iterator[Box]:
         """A fresh sandbox with setup done (the spec's, then `setup`); removed afterwards unless --keep."""
-        root = Path(tempfile.mkdtemp(prefix=f"{record.KIND}-", dir=self.workdir))
-        sandbox = Sandbox(root, self.spec.spec_dir)
+        sandbox = Sandbox(self.workdir, record.KIND, self.spec.spec_dir)
+        root = sandbox.root
         box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"))
         box.round = round_
+        box.unusable = sandbox.tampered()  # the target of an earlier trial replaced the run folder
         error = None
         try:
             try:
@@ -126,12 +129,14 @@ class Context:
             box.end_all()
             if self.sweeping:  # (not while another trial runs beside this one: its children look adopted too)
                 end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
+            error = sandbox.tampered() or error  # the target's doing voids whatever the trial saw
             self.trials.append(record(name=name, round=round_, invocations=tuple(box.invocations),
                                       events=tuple(box.events), error=error, sandbox=str(root), **box.fields))
+            box.close()
             if self.keep:
-                sandbox.end_strays()
+                sandbox.let_go()
             else:
-                sandbox.remove()
+                self.not_removed.extend(sandbox.remove())
 
 
 class Box:
@@ -144,21 +149,53 @@ class Box:
         self.env = sandbox.environ(spec.env)
         env_changes = {k: self.env[k] for k in ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME")}
         env_changes.update({k: self.env[k] for k in spec.env})
-        self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout)
+        self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout,
+                                 cgroup=sandbox.cgroup.procs if sandbox.cgroup else None)
         self.invocations: list[Invocation] = []
         self.events: list[Event] = []
         self.fields: dict[str, Any] = {}  # the record's own fields (start, keys, runs, ...)
         self._running: list[Running] = []
         self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
         self.round = 0  # which round of its experiment the trial is
+        self._own: list[int] = []  # fds on clirace's own files of this trial (closed at its end)
+        self._trace_dir: Path | None = None
 
     @property
     def trace_dir(self) -> Path:
-        """Where strace writes this trial's traces (NAME.PID per process): in the sandbox's private directory,
-        whose name the target cannot know. Made on first use."""
-        path = self.sandbox.private / "trace"
-        path.mkdir(exist_ok=True)
-        return path
+        """Where strace writes this trial's traces (NAME.PID per process), made on first use in the sandbox's
+        private folder, and named through the fd clirace holds on it (/proc/PID/fd/N): strace and clirace's
+        readers reach it through that fd whatever is done to the folder's path."""
+        if self._trace_dir is None:
+            self._trace_dir = self._through_fd(self._open_trace_dir)
+        return self._trace_dir
+
+    def _open_trace_dir(self) -> int:
+        name = f"trace-{secrets.token_hex(8)}"  # a name nobody can plant a link at in advance
+        safefs.mkdirs(self.sandbox.private, name, 0o700)
+        return safefs.open_dir(self.sandbox.private, name)
+
+    def own_file(self, name: str) -> Path:
+        """A new, empty file of clirace's own (a kill log strace writes), created O_EXCL|O_NOFOLLOW under a random
+        name in the private folder, and named through clirace's fd on it: strace opens that, not a path anyone
+        could replace."""
+        stem, dot, suffix = name.partition(".")
+        unique = f"{stem}-{secrets.token_hex(8)}{dot}{suffix}"
+        return self._through_fd(lambda: safefs.open_at(self.sandbox.private, unique,
+                                                       os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+
+    def _through_fd(self, opener: Callable[[], int]) -> Path:
+        try:
+            fd = opener()
+        except (safefs.Refused, FileExistsError) as exc:
+            raise TrialFailed(f"clirace's private folder for this trial ({self.sandbox.private}) was tampered with: "
+                              f"{exc}; the target went looking for it") from None
+        self._own.append(fd)
+        return Path(f"/proc/{os.getpid()}/fd/{fd}")
+
+    def close(self) -> None:
+        for fd in self._own:
+            os.close(fd)
+        self._own = []
 
     def file_ops(self, name: str) -> tuple[FileOp, ...]:
         """The file operations traced under trace_dir / name, as concern this sandbox (observe.file_events)."""
@@ -174,6 +211,10 @@ class Box:
         """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`."""
         if self.unusable:
             raise TrialFailed(self.unusable)
+        tampered = self.sandbox.tampered()  # before every command: none runs in a folder swapped in by the target
+        if tampered:
+            self.unusable = tampered
+            raise TrialFailed(tampered)
         values = {**self.sandbox.values(), **extra}
         return [*placeholders.expand_all(self.spec.command, values), *placeholders.expand_all(prefix, values),
                 *placeholders.expand_all(sub, values)]

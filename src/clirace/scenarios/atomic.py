@@ -53,7 +53,7 @@ def run(ctx: Context) -> None:
             box.fields["config_path"] = str(path)
             _seed(box, workload)
             box.fields["old"] = read_config(box, path, workload.config.format)[0] or ""
-            log = box.sandbox.private / "kill.log"
+            log = box.own_file("kill.log")  # created by clirace, handed to strace through clirace's fd on it
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
             box.run("killed-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
