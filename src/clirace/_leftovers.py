@@ -88,7 +88,22 @@ def _unwatch_all() -> None:
 
 
 def watchdog_pids() -> set[str]:
-    return {str(proc.pid) for _, proc in _watchdogs.values()}
+    """clirace's own children that live across trials: the watchdogs, and the servers of services/ (kept())."""
+    return {str(proc.pid) for _, proc in _watchdogs.values()} | _kept
+
+
+# Servers a run keeps for all its trials (services/: PostgreSQL's postmaster), children of clirace that
+# `sandbox.end_adopted` must not take for adopted orphans. They carry a run marker of their own, so a killed
+# clirace's watchdog and the next sweep end them like any other leftover.
+_kept: set[str] = set()
+
+
+def keep(pid: int) -> None:
+    _kept.add(str(pid))
+
+
+def unkeep(pid: int) -> None:
+    _kept.discard(str(pid))
 
 
 def _start_time(pid: int) -> str:

@@ -39,6 +39,13 @@ class LockKind(_Word):
     EXCLUSIVE_CREATE = "exclusive-create"
     FLOCK = "flock"
     FCNTL = "fcntl"
+    REDIS_NX = "redis-nx"  # a Redis key set with SET key value NX PX ttl (spec `services.redis`)
+    PG_ADVISORY = "pg-advisory"  # pg_advisory_lock(key), held by a session of clirace's own
+    PG_ROW = "pg-row"  # SELECT ... FOR UPDATE on the row the spec names, in a transaction kept open
+
+    @property
+    def on_server(self) -> bool:
+        return self in (LockKind.REDIS_NX, LockKind.PG_ADVISORY, LockKind.PG_ROW)
 
 
 class ConfigFormat(_Word):
