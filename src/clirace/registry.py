@@ -23,12 +23,14 @@ SCENARIO_OF = {
     "claim": "workloads",
     "output": "workloads",
     "hazards": "workloads",
+    "server-hazards": "workloads",
     "lock-excludes": "lock-conflict",
     "lock-error-structured": "lock-conflict",
     "lock-released-on-exit": "lock-release",
     "lock-wait-timeout": "lock-wait",
     "session-isolation": "session",
     "atomic-config-writes": "atomic-config",
+    "s58-advice": "session",
 }
 # Earlier names of checks, still accepted by --only (replay commands printed by older versions use them).
 ALIASES = {"lock-release": "lock-released-on-exit", "atomic-config": "atomic-config-writes"}

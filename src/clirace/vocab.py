@@ -82,3 +82,8 @@ class EventKind(_Word):
     STOPPED = "stopped"  # clirace stopped a contender on purpose (detail: why)
     KILL_INJECTED = "kill-injected"  # strace's log shows it SIGKILLed a process of the invocation
     HOLDER_GONE = "holder-gone"  # the holder had exited on its own, before clirace let it go
+
+
+# The codes of a structured refusal: a lock held (§15), or a write refused because the state changed since it was
+# read (optimistic concurrency, §58). Both carry retry_after_ms and are judged alike.
+CONFLICT_CODES = ("LOCK_HELD", "CONCURRENT_MODIFICATION")

@@ -12,7 +12,7 @@ import time
 
 from ..history import LockConflict, LockRelease, LockWait
 from ..launch import Running
-from ..vocab import EventKind, HoldMode, Way
+from ..vocab import CONFLICT_CODES, EventKind, HoldMode, Way
 from ._box import Box, Context
 from .hold import POLL, Holder, holder, stop_hold_usable
 
@@ -58,8 +58,8 @@ def conflict(ctx: Context) -> None:
                     running.deadline = time.monotonic() + ctx.spec.timeout
             contender = box.finish(running)
             _note_holder_gone(box, hold)
-            if contender.outcome.value != "ok" and "LOCK_HELD" in contender.stdout + contender.stderr \
-                    and hold.alive():
+            if contender.outcome.value != "ok" and hold.alive() and any(
+                    code in contender.stdout + contender.stderr for code in CONFLICT_CODES):
                 _follow_hint(box, hold, contender.stdout + contender.stderr)
 
 
