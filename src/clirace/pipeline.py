@@ -102,7 +102,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
                                 parallel=parallel))
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
-    services.require(spec, [c.criterion for c in coverage(spec, (usable, why)) if c.testable])
+    services.require(spec, [c.criterion for c in coverage(spec, (usable, why), servers=False) if c.testable])
     sigint_before = _children_get_default_sigint()
     sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
     workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)

@@ -115,6 +115,12 @@ def release(ctx: Context) -> None:
     if lock is None:
         ctx.not_run("lock-release", "the spec has no lock section", "Add lock.contender and lock.hold.")
         return
+    if lock.hold.kind is not None and lock.hold.kind.on_server:
+        ctx.not_run("lock-release", f"with lock.hold.take {lock.hold.kind} clirace holds the lock itself, and strace "
+                    "cannot stop a real invocation at a lock kept in a server",
+                    "Add lock.hold.command (a hook that takes the lock and waits for {release_file}) so the tool "
+                    "is the holder, instead of lock.hold.take.")
+        return
     if lock.hold.how is HoldMode.TAKE and (why := stop_hold_usable() or ("" if ctx.strace else ctx.strace_note)):
         ctx.not_run("lock-release", f"with lock.hold.take the tool is held at its lock by strace, which cannot "
                     f"here ({why})", "Install strace, or add lock.hold.command or lock.hold.park so the tool holds "

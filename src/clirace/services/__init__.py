@@ -23,9 +23,13 @@ from .. import reap
 from ..errors import SpecError
 from ..spec import Spec
 from .postgres import TEMPLATE, PostgresServer, PostgresTrial, binaries
+from ._pgwire import PgError
+from ._resp import RedisError
 from .redis import RedisTrial, ServiceFailed
 
-__all__ = ["Services", "TrialServices", "ServiceFailed", "missing", "start", "stop"]
+__all__ = ["Services", "TrialServices", "ServiceFailed", "ServerError", "missing", "start", "stop"]
+
+ServerError = (RedisError, PgError, ServiceFailed)  # what a server may answer clirace's own commands with
 
 INSTALL = {"redis": "apt-get install redis-server", "postgres": "apt-get install postgresql"}
 
@@ -55,7 +59,7 @@ def missing_message(spec: Spec, criteria: list[str]) -> str | None:
     names = ", ".join(dict.fromkeys(binary for _, binary in gone))
     services = list(dict.fromkeys(service for service, _ in gone))
     install = "; ".join(INSTALL[s] for s in services)
-    return (f"services.{' and services.'.join(services)} need {names}, which "
+    return (f"services.{' and services.'.join(services)} need{'s' if len(services) == 1 else ''} {names}, which "
             f"{'is' if len(gone) == 1 else 'are'} not installed (not on PATH"
             f"{', nor in /usr/lib/postgresql/*/bin' if 'postgres' in services else ''}), so no trial can run: "
             f"{', '.join(criteria) or 'every criterion'} cannot be tested. Install: {install}.")

@@ -174,12 +174,11 @@ class PostgresTrial:
     def url(self) -> str:
         return self.server.url(self.name)
 
-    def hold(self, sql: str) -> Client:
-        """A session of clirace's own that runs `sql` (taking a lock) and stays open until release()."""
+    def hold(self, sql: str) -> list[tuple[str | None, ...]]:
+        """Run `sql` (taking a lock) in a session of clirace's own that stays open until release(); its rows."""
         session = self.server._connect(self.name)
-        session.query(sql)
         self.sessions.append(session)
-        return session
+        return session.query(sql)
 
     def release(self) -> None:
         for session in self.sessions:
