@@ -1,0 +1,96 @@
+"""Tools whose state is in a server (spec `services`), judged on real Redis and PostgreSQL servers that clirace
+starts and stops itself: each fixture gets its score for its reason twice in a row, nothing is left running,
+and without the server binary `validate` and `check` say which one is missing and what it costs."""
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clirace.services.postgres import binaries
+
+from ..conftest import FIXTURES, check_json, run_clirace
+
+SERVERS = FIXTURES / "servers"
+needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                 reason="redis-server is not installed (apt-get install redis-server)")
+needs_postgres = pytest.mark.skipif(None in binaries(),
+                                    reason="PostgreSQL is not installed (apt-get install postgresql)")
+
+# spec, score, the finding that decides it (a 0 from a corruption finding), the server hazard seen or None
+CASES = [
+    pytest.param("redis-getset/clirace.yaml", 0, "CR101", "CR710", marks=needs_redis, id="redis-getset"),
+    pytest.param("redis-incr-lock/clirace.yaml", 2, None, None, marks=needs_redis, id="redis-incr-lock"),
+    pytest.param("pg-jobs/claim-read-then-update.clirace.yaml", 0, "CR121", "CR711", marks=needs_postgres,
+                 id="pg-read-then-update"),
+    pytest.param("pg-jobs/claim-skip-locked.clirace.yaml", 2, None, None, marks=needs_postgres, id="pg-skip-locked"),
+]
+
+
+def servers_running() -> set[str]:
+    found = subprocess.run(["pgrep", "-x", "redis-server|postgres"], capture_output=True, text=True).stdout
+    return set(found.split())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("spec,score,decided_by,hazard", CASES)
+def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, score, decided_by, hazard):
+    before = servers_running()
+    for seed in (1, 2):
+        result = check_json(SERVERS / spec, "--seed", str(seed), timeout=240)
+        codes = {f["code"] for f in result["findings"]}
+        corruption = [f for f in result["findings"] if f["severity"] == "corruption"]
+        assert result["score"] == score, (seed, [(c["id"], c["status"], c["evidence"]) for c in result["criteria"]])
+        if decided_by:
+            assert corruption and {f["code"] for f in corruption} == {decided_by}, codes
+            assert corruption[0]["evidence"]["observed"].startswith(("Redis MONITOR: ", "PostgreSQL's statement log: "))
+            assert hazard in codes
+        else:
+            assert not corruption and not {"CR710", "CR711", "CR712"} & codes, codes
+        assert "CR713" in codes  # what strace could not see is said, not passed over
+        assert servers_running() <= before, "a server outlived the check"
+    assert not glob.glob(f"{os.environ.get('TMPDIR', '/tmp')}/clirace-*-pg-*") and not glob.glob("/tmp/clirace-*-pg-*")
+
+
+@needs_redis
+@pytest.mark.timeout(240)
+def test_the_seeds_lost_increment_100_increments_reach_less_than_100_with_monitor_lines():
+    result = check_json(SERVERS / "redis-getset/clirace.yaml", "--seed", "3", "--parallel", "50", "--rounds", "2",
+                        timeout=200)
+    lost = [f for f in result["findings"] if f["code"] == "CR101"]
+    assert lost, result["criteria"]
+    increments = sum(int(f["args"]["ok"]) for f in lost)
+    reached = sum(int(f["args"]["final"]) - int(f["args"]["start"]) for f in lost)
+    assert increments == 100 and reached < 100, lost  # two rounds of 50: the seeds' counter that reaches 73
+    monitor = lost[0]["evidence"]["observed"]
+    assert monitor.startswith("Redis MONITOR: ") and " GET hits | " in monitor and " SET hits " in monitor
+
+
+def path_without(binary: str, tmp_path: Path) -> str:
+    """A PATH with every program of the machine's but `binary`."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep) + ["/usr/bin", "/bin"]:
+        for entry in glob.glob(os.path.join(directory, "*")):
+            name = os.path.basename(entry)
+            if name != binary and not (folder / name).exists() and os.access(entry, os.X_OK):
+                (folder / name).symlink_to(entry)
+    return str(folder)
+
+
+@pytest.mark.timeout(60)
+def test_without_redis_server_validate_and_check_say_what_is_missing(tmp_path):
+    env = {**os.environ, "PATH": path_without("redis-server", tmp_path)}
+    spec = SERVERS / "redis-incr-lock/clirace.yaml"
+    validated = run_clirace("validate", spec, env=env)
+    checked = run_clirace("check", spec, env=env)
+    assert validated.returncode == checked.returncode == 2
+    message = checked.stderr.strip().splitlines()[-1]
+    assert "redis-server" in message and "apt-get install redis-server" in message
+    for criterion in ("no-silent-corruption", "lock-excludes", "lock-error-structured", "lock-released-on-exit",
+                      "lock-wait-timeout"):
+        assert criterion in message
+    sentence = message.split(": ", 2)[2]
+    assert sentence in validated.stdout and "Traceback" not in checked.stderr + validated.stderr
