@@ -37,7 +37,8 @@ def evidence(trial: Trial, labels: Iterable[str] = (), expected: object = "", fo
            else "")
     return Evidence(trial=f"{trial.KIND}: {trial.name} (round {trial.round + 1}{how})", invocations=invocations,
                     expected=one_line(expected), found=one_line(found),
-                    observed=_met(meeting, labels) if meeting else served(trial, labels) or describe(trial))
+                    observed="; ".join(filter(None, [_met(meeting, labels) if meeting else "",
+                                                     served(trial, labels) or ("" if meeting else describe(trial))])))
 
 
 def _met(meeting: Rendezvous, labels: Iterable[str]) -> str:

@@ -16,23 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..history import ServerOp, Trial
+from ..services.ops import table as table_of
+from ..services.ops import CHATTER, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, redis_keys
 
-REDIS_READS = {"GET", "MGET", "HGET", "HMGET", "HGETALL", "HKEYS", "HVALS", "HEXISTS", "LRANGE", "LINDEX", "LLEN",
-               "SMEMBERS", "SISMEMBER", "SCARD", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE", "EXISTS", "STRLEN",
-               "GETRANGE", "XRANGE"}
-REDIS_WRITES = {"SET", "SETEX", "PSETEX", "MSET", "HSET", "HMSET", "LSET", "SADD", "ZADD", "RPUSH", "LPUSH",
-                "APPEND", "SETRANGE"}
-REDIS_DELETES = {"DEL", "UNLINK", "HDEL", "LREM", "SREM", "ZREM", "LTRIM"}
-# Connection chatter, shown in no evidence: what client libraries say on connecting.
-_CHATTER = {"CLIENT", "HELLO", "PING", "SELECT", "INFO", "COMMAND", "AUTH", "ECHO", "QUIT", "READONLY"}
 _TX = re.compile(r"^\s*(begin|commit|rollback|start transaction|end|set|show)\b", re.I)
 _VERSION_CHECK = re.compile(r"\bwhere\b.*\b(version|revision|rev|etag|xmin|updated_at|modified_at)\b\s*=",
                             re.I | re.S)
 _LOCKING_READ = re.compile(r"\bfor\s+(update|share|no\s+key\s+update|key\s+share)\b", re.I)
 _STRICT = re.compile(r"isolation\s+level\s+(repeatable\s+read|serializable)", re.I)
-_TABLE = {"select": re.compile(r"^\s*(?:with\b.*?\)\s*)?select\b.*?\bfrom\s+([\w.\"]+)", re.I | re.S),
-          "update": re.compile(r"^\s*(?:with\b.*?\)\s*)?update\s+(?:only\s+)?([\w.\"]+)", re.I | re.S),
-          "delete": re.compile(r"^\s*(?:with\b.*?\)\s*)?delete\s+from\s+(?:only\s+)?([\w.\"]+)", re.I | re.S)}
 
 
 @dataclass(frozen=True)
@@ -70,7 +61,7 @@ def redis_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
         read: dict[str, ServerOp] = {}
         for op in mine:
             name = op.words[0].upper() if op.words else ""
-            keys = op.words[1:2] if name not in ("MGET", "DEL", "UNLINK", "WATCH", "EXISTS") else op.words[1:]
+            keys = redis_keys(op.words)
             if name == "WATCH":
                 watched |= set(keys)
             elif name == "MULTI":
@@ -82,7 +73,7 @@ def redis_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
             elif name in REDIS_READS and not in_multi:
                 for key in keys:
                     read.setdefault(key, op)
-            elif (name in REDIS_WRITES and not _conditional(op)) or name in REDIS_DELETES:
+            elif (name in REDIS_WRITES and not conditional(op.words)) or name in REDIS_DELETES:
                 for key in keys:
                     if key in read and not (key in watched and in_multi):
                         how = ("without WATCH or MULTI/EXEC" if not in_multi else
@@ -92,23 +83,16 @@ def redis_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
     return found
 
 
-def _conditional(op: ServerOp) -> bool:
-    """SET ... NX (or XX): the server decides, atomically: a lock or a claim, not a blind write."""
-    return any(w.upper() in ("NX", "XX") for w in op.words[3:])
-
-
 def postgres_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
     found = []
     for client, mine in by_client(ops, "postgres").items():
         strict = {op.xact for op in mine if _STRICT.search(op.sql)}
         read: dict[str, ServerOp] = {}
         for op in mine:
-            verb = op.sql.lstrip().split(None, 1)[0].lower() if op.sql.strip() else ""
             for kind in ("select", "update", "delete"):
-                match = _TABLE[kind].match(op.sql) if verb in (kind, "with") else None
-                if match is None:
+                table = table_of(kind, op.sql)
+                if table is None:
                     continue
-                table = match.group(1).strip('"').lower()
                 if kind == "select":
                     read.setdefault(table, op)
                 elif table in read:
@@ -129,14 +113,14 @@ def hazards(trial: Trial) -> list[ReadThenWrite]:
     return redis_hazards(trial.server_ops) + postgres_hazards(trial.server_ops)
 
 
-def describe(trial: Trial, labels: Iterable[str] = (), limit: int = 16) -> str:
+def describe(trial: Trial, labels: Iterable[str] = (), limit: int = 16, since: float | None = None) -> str:
     """The servers' view of a trial, for evidence: its first commands on data from the time the invocations
     `labels` started, in the order the server ran them (a lost update shows as reads of every client before
     their writes)."""
     starts = [inv.started for inv in trial.invocations if inv.label in set(labels)]
-    since = min(starts) if starts else float("-inf")
+    since = since if since is not None else min(starts) if starts else float("-inf")
     data = [op for op in trial.server_ops if op.at >= since and (op.words or op.sql) and not (
-        op.words and op.words[0].upper() in _CHATTER or op.sql and _TX.match(op.sql))]
+        op.words and op.words[0].upper() in CHATTER or op.sql and _TX.match(op.sql))]
     if not data:
         return ""
     service = "Redis MONITOR" if data[0].service == "redis" else "PostgreSQL's statement log"

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from .. import reap
@@ -25,6 +26,8 @@ from ..spec import Spec
 from .postgres import TEMPLATE, PostgresServer, PostgresTrial, binaries
 from ._pgwire import PgError
 from ._resp import RedisError
+from .meet import ServerAim
+from .proxy import Proxy
 from .redis import RedisTrial, ServiceFailed
 
 __all__ = ["Services", "TrialServices", "ServiceFailed", "ServerError", "missing", "start", "stop"]
@@ -153,6 +156,14 @@ class TrialServices:
         if self.postgres:
             env.update(self.postgres.server.env(self.postgres.name))
         return env
+
+    def proxied(self, aim: ServerAim) -> tuple[Proxy, Callable[[str], str]]:
+        """A rendezvous proxy in front of the server `aim` names, and what turns an address of the server in an
+        argument or an environment value into the proxy's."""
+        port = self.redis.port if aim.service == "redis" and self.redis else self.postgres.server.port
+        proxy = Proxy(aim.service, port, aim.targets)
+        direct, via = f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}"
+        return proxy, lambda text: str(proxy.port) if text == str(port) else text.replace(direct, via)
 
     def finish(self, epoch0: float) -> dict[str, Any]:
         """The record's server fields; the servers' state is gone afterwards."""
