@@ -133,3 +133,12 @@ EXAMPLES = {
     "CR951": lambda: history(conflict(inv("contender", 6, stdout=CONFLICT))),
     "CR952": lambda: history(SessionRun(with_ids=True, invocations=(inv("run-0", 4),))),
 }
+
+
+def test_the_server_rendezvous_aims_at_state_read_then_changed_and_never_at_a_lock_key():
+    from clirace.services.meet import server_aim
+    assert server_aim(served_round(*GET_SET)).targets == {"hits"}
+    locked_incr = (redis("c0", "GET", "hits"), redis("c1", "SET", "lock", "t", "NX", "PX", "30000"),
+                   redis("c1", "INCRBY", "hits", "1"), redis("c1", "GET", "lock"), redis("lua", "del", "lock"))
+    assert server_aim(served_round(*locked_incr)) is None  # nothing a connection read and then changed
+    assert server_aim(served_round(*SEPARATE)).targets == {"jobs"}

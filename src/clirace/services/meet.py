@@ -19,7 +19,7 @@ from .. import procfs
 from ..history import ServerOp, Trial
 from ..rendezvous import IDLE_SHARE, OVERALL, SETTLE
 from ..stopper import POLL, cpu_ns, ended
-from .ops import REDIS_ATOMIC, REDIS_DELETES, REDIS_WRITES, conditional, redis_keys, table
+from .ops import REDIS_ATOMIC, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, redis_keys, table
 from .proxy import Connection, Proxy
 
 
@@ -35,13 +35,29 @@ class ServerAim:
 
 
 def server_aim(trial: Trial) -> ServerAim | None:
-    """The state a round's server saw its invocations change; None when it saw none."""
+    """The state a round's server saw a connection read and then change (a read-modify-write the proxy can hold
+    between the two); None when it saw none. Lock keys (set with NX) are not state."""
     for service in ("redis", "postgres"):
-        mine = [op for op in trial.server_ops if op.service == service]
-        targets = frozenset(t for op in mine for t in _changed(op))
+        locks = {k for op in trial.server_ops if op.service == service == "redis" and conditional(op.words)
+                 for k in redis_keys(op.words)}
+        targets: set[str] = set()
+        read: dict[str, set[str]] = {}
+        for op in trial.server_ops:
+            if op.service != service:
+                continue
+            mine = read.setdefault(op.client, set())
+            targets |= {t for t in _changed(op) if t in mine and t not in locks}
+            mine |= set(_read(op))
         if targets:
-            return ServerAim(service, targets)
+            return ServerAim(service, frozenset(targets))
     return None
+
+
+def _read(op: ServerOp) -> tuple[str, ...]:
+    if op.service == "redis":
+        return redis_keys(op.words) if op.words and op.words[0].upper() in REDIS_READS else ()
+    found = table("select", op.sql)
+    return (found,) if found else ()
 
 
 def _changed(op: ServerOp) -> tuple[str, ...]:
