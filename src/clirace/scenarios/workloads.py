@@ -122,20 +122,10 @@ class Parallel:
 
     def _meet(self, jobs: list[Any]) -> None:
         """Start them, wait until each has stopped inside its window (or the others are idle: blocked on a
-        lock), release them together, and record who arrived and when."""
+        lock), release them in turn, and record who arrived and when."""
         assert self.meet is not None
         box = self.box
-        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
-        box._running.extend(runnings)
-        meeting = RendezvousRun.of(runnings, box.trace_dir)
-        try:
-            meeting.wait_all_arrived()
-            meeting.release_in_turn()
-            for running in runnings:
-                box.record(running.finish())
-        finally:
-            meeting.close()
-        seen = meeting.record()
+        seen = self._in_turn(jobs, lambda runnings: RendezvousRun.of(runnings, box.trace_dir))
         box.fields["rendezvous"] = Rendezvous(
             paths=self.meet.paths, calls=self.meet.calls, aimed=self.meet.why,
             arrived={label: float(a["after_s"]) for label, a in seen["arrived"].items()},
@@ -143,7 +133,6 @@ class Parallel:
                         for label, a in seen["arrived"].items()},
             exited_before=tuple(seen["exited_before_arriving"]), released_after=seen["released_after_s"],
             why_released=seen["why"])
-
 
     def _meet_at_server(self, jobs: list[Any]) -> None:
         """The rendezvous for state in a server: the invocations reach it through a proxy that holds each one
@@ -154,21 +143,30 @@ class Parallel:
         moved = {name: via(value) for name, value in box.env.items() if via(value) != value}
         jobs = [(label, [via(a) for a in argv], {**(env or {}), **moved}, wrap) for label, argv, env, wrap in jobs]
         try:
-            runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
-            box._running.extend(runnings)
-            meeting = ServerRendezvous(proxy, runnings)
-            meeting.wait_all_arrived()
-            meeting.release_in_turn()
-            for running in runnings:
-                box.record(running.finish())
+            seen = self._in_turn(jobs, lambda runnings: ServerRendezvous(proxy, runnings))
         finally:
             proxy.close()
-        seen = meeting.record()
         box.fields["rendezvous"] = Rendezvous(
             paths=(self.at_server.shown,), calls="the next command after its first read", aimed=self.at_server.why,
             arrived=seen["arrived"], stopped_at=seen["stopped_at"], exited_before=seen["exited_before"],
             released_after=seen["released_after"], why_released=seen["why"])
         box.fields["amplified"] = False  # the proxy holds them; strace does not run
+
+    def _in_turn(self, jobs: list[Any], meeting_of: Any) -> dict:
+        """Start the jobs together; the meeting (`meeting_of(runnings)`) waits until they have arrived and lets
+        them go on in turn; every invocation recorded; what the meeting saw."""
+        box = self.box
+        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
+        box._running.extend(runnings)
+        meeting = meeting_of(runnings)
+        try:
+            meeting.wait_all_arrived()
+            meeting.release_in_turn()
+            for running in runnings:
+                box.record(running.finish())
+        finally:
+            meeting.close()
+        return meeting.record()
 
 
 def rendezvous_usable() -> bool:

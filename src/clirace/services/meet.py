@@ -11,7 +11,6 @@ unprotected read-modify-write loses updates by construction.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -145,6 +144,9 @@ class ServerRendezvous:
                 time.sleep(POLL * 5)
         self.proxy.disarm()
 
+    def close(self) -> None:
+        self.proxy.disarm()
+
     def record(self) -> dict:
         return {"arrived": {label: round(at - self.started, 4) for label, (at, _) in self.arrived.items()},
                 "stopped_at": {label: conn.read for label, (_, conn) in self.arrived.items()},
@@ -174,15 +176,4 @@ def _socket_inode(local_port: int, remote_port: int) -> str | None:
 
 
 def _has_socket(pid: int, inode: str) -> bool:
-    want = f"socket:[{inode}]"
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
-                return True
-        except OSError:
-            continue
-    return False
+    return f"socket:[{inode}]" in procfs.fd_links(pid)
