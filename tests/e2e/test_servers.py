@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,16 +33,24 @@ CASES = [
 ]
 
 
-def servers_running() -> set[str]:
-    found = subprocess.run(["pgrep", "-x", "redis-server|postgres"], capture_output=True, text=True).stdout
-    return set(found.split())
+def servers_of(*clirace_pids: int) -> set[str]:
+    """The Redis and PostgreSQL servers (pgrep) that these clirace processes started: the ones whose environment
+    carries their CLIRACE_TRIAL marker (PostgreSQL's backends overwrite theirs, but die with their postmaster)."""
+    found = subprocess.run(["pgrep", "-x", "redis-server|postgres"], capture_output=True, text=True).stdout.split()
+    marks = tuple(f"CLIRACE_TRIAL={pid}:".encode() for pid in clirace_pids)
+
+    def environ(pid: str) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return b""
+    return {pid for pid in found if any(item.startswith(marks) for item in environ(pid).split(b"\0"))}
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("spec,score,decided_by,hazard", CASES)
 def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, score, decided_by, hazard):
     """Two checks at once (each with servers of its own: they must not meet), then nothing left running."""
-    before = servers_running()
     runs = [subprocess.Popen([sys.executable, "-m", "clirace", "check", str(SERVERS / spec), "--format", "json",
                               "--seed", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for seed in (1, 2)]
@@ -60,8 +69,8 @@ def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, sco
         else:
             assert not corruption and not {"CR710", "CR711", "CR712"} & codes, codes
         assert "CR713" in codes  # what strace could not see is said, not passed over
-    assert servers_running() <= before, "a server outlived the check"
-    assert not glob.glob(f"{os.environ.get('TMPDIR', '/tmp')}/clirace-*-pg-*") and not glob.glob("/tmp/clirace-*-pg-*")
+    assert not servers_of(*(run.pid for run in runs)), "a server outlived the check"
+    assert not any(glob.glob(f"/tmp/clirace-{run.pid}-pg-*") for run in runs)
 
 
 @needs_redis
@@ -108,3 +117,23 @@ def test_without_redis_server_validate_and_check_say_what_is_missing(tmp_path):
         assert criterion in message
     sentence = message.split(": ", 2)[2]
     assert sentence in validated.stdout and "Traceback" not in checked.stderr + validated.stderr
+
+
+@needs_postgres
+@pytest.mark.timeout(90)
+def test_a_killed_clirace_leaves_no_server_and_no_folder():
+    """SIGKILL gives clirace no chance to stop its PostgreSQL server: its watchdog ends it, and removes its folder."""
+    run = subprocess.Popen([sys.executable, "-m", "clirace", "check", str(SERVERS / "pg-jobs/version.clirace.yaml")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    try:
+        while not servers_of(run.pid) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.05)
+        assert servers_of(run.pid) and glob.glob(f"/tmp/clirace-{run.pid}-pg-*"), "the check never started its server"
+    finally:
+        run.kill()
+        run.wait()
+    deadline = time.monotonic() + 20
+    while (servers_of(run.pid) or glob.glob(f"/tmp/clirace-{run.pid}-pg-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not servers_of(run.pid) and not glob.glob(f"/tmp/clirace-{run.pid}-pg-*")

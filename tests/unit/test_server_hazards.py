@@ -142,3 +142,17 @@ def test_the_server_rendezvous_aims_at_state_read_then_changed_and_never_at_a_lo
                    redis("c1", "INCRBY", "hits", "1"), redis("c1", "GET", "lock"), redis("lua", "del", "lock"))
     assert server_aim(served_round(*locked_incr)) is None  # nothing a connection read and then changed
     assert server_aim(served_round(*SEPARATE)).targets == {"jobs"}
+
+
+def test_the_proxy_frames_commands_as_the_clients_send_them():
+    from clirace.services.proxy import _pg_frames, _redis_frames
+    wire = b"*2\r\n$3\r\nGET\r\n$4\r\nhits\r\n*3\r\n$3\r\nSET\r\n$4\r\nhits\r\n$1\r\n1\r\n"
+    frame, words, rest = _redis_frames(wire)
+    assert words == ("GET", "hits") and frame + rest == wire and _redis_frames(rest)[1] == ("SET", "hits", "1")
+    assert _redis_frames(wire[:10]) is None and _redis_frames(b"PING\r\n")[1] == ("PING",)
+    frames = _pg_frames()
+    startup = (8 + 4).to_bytes(4, "big") + (196608).to_bytes(4, "big") + b"u\0\0\0"
+    query = b"SELECT n FROM counters\0"
+    parse = b"P" + (4 + 1 + len(query) + 2).to_bytes(4, "big") + b"\0" + query + b"\0\0"
+    assert frames(startup + parse)[1] == ()
+    assert frames(parse)[1] == ("SELECT n FROM counters",) and frames(parse[:7]) is None

@@ -83,7 +83,15 @@ class PostgresServer:
         self.data, self.log = self.folder / "data", self.folder / "server.log"
         self._lock = threading.Lock()
         self._count = 0
+        self.control: Client | None = None
         self.proc: subprocess.Popen | None = None
+        try:
+            self._start(initdb, postgres, uid, gid)
+        except BaseException:  # a failed start, or Ctrl-C or SIGTERM meanwhile: nothing may be left behind
+            self.stop()
+            raise
+
+    def _start(self, initdb: str, postgres: str, uid: int | None, gid: int | None) -> None:
         env = {**os.environ, reap.MARKER: self.marker, "LC_ALL": "C"}
         as_user = dict(user=uid, group=gid, extra_groups=[]) if uid is not None else {}
         if uid is not None:
@@ -149,18 +157,21 @@ class PostgresServer:
                 pass  # the server is going away; the folder goes with it
 
     def stop(self) -> None:
-        if self.proc is not None:
-            self.control.close()
-            self.proc.terminate()  # smart shutdown would wait for clients; SIGTERM is "fast": it ends them
-            try:
-                self.proc.wait(10.0)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            _leftovers.unkeep(self.proc.pid)
-        reap.end_marked(self.marker)
-        _leftovers.unwatch(os.path.normpath(str(self.folder)))
-        shutil.rmtree(self.folder, ignore_errors=True)
+        try:
+            if self.proc is not None:
+                if self.control is not None:
+                    self.control.close()
+                self.proc.terminate()  # smart shutdown would wait for clients; SIGTERM is "fast": it ends them
+                try:
+                    self.proc.wait(10.0)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+                _leftovers.unkeep(self.proc.pid)
+        finally:  # whatever cut the above short, the server's processes and folder go
+            reap.end_marked(self.marker)
+            _leftovers.unwatch(os.path.normpath(str(self.folder)))
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class PostgresTrial:
