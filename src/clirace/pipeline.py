@@ -210,7 +210,8 @@ def judge(history: History) -> Result:
     only = history.options.only
     verdicts = registry.judge_all(history)
     for check_id in verdicts:
-        if only and check_id not in only:  # it did not run: say so, rather than "not exercised by this spec"
+        if only and check_id not in only and check_id not in registry.ADVICE_ONLY:  # it did not run: say so, rather
+            # than "not exercised by this spec" (a check that only advises never decides a criterion either way)
             verdicts[check_id] = Verdict(check_id, NOT_TESTED, "not run (--only)",
                                          hint="Run without --only to test it.")
     section = load_section("s15")

@@ -32,6 +32,9 @@ SCENARIO_OF = {
     "atomic-config-writes": "atomic-config",
     "s58-advice": "session",
 }
+# Checks that only advise (their verdict is always not_applicable, with advisory findings): listed in a criterion
+# for `clirace checks`, never deciding it, also under --only.
+ADVICE_ONLY = frozenset({"s58-advice"})
 # Earlier names of checks, still accepted by --only (replay commands printed by older versions use them).
 ALIASES = {"lock-release": "lock-released-on-exit", "atomic-config": "atomic-config-writes"}
 
