@@ -156,3 +156,12 @@ def test_the_proxy_frames_commands_as_the_clients_send_them():
     parse = b"P" + (4 + 1 + len(query) + 2).to_bytes(4, "big") + b"\0" + query + b"\0\0"
     assert frames(startup + parse)[1] == ()
     assert frames(parse)[1] == ("SELECT n FROM counters",) and frames(parse[:7]) is None
+
+
+def test_advice_never_turns_a_criterion_under_only_into_not_tested():
+    from clirace.pipeline import judge
+    h = history(conflict(inv("contender", 4, stdout=json.dumps({"ok": False, "data": None, "error": {
+        "code": "LOCK_HELD", "retry_after_ms": 5, "retryable": True, "message": "pid 7, 2 s ago"}}))),
+        only=("lock-error-structured",))
+    statuses = {c.id: c.status for c in judge(h).criteria}
+    assert statuses["lock-error-structured"] == "pass" and judge(h).verdicts["s58-advice"].status == "not_applicable"
