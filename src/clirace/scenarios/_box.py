@@ -138,7 +138,6 @@ class Context:
             else:
                 sandbox.remove()
 
-
     def _served(self, sandbox: Sandbox) -> tuple[Any, str]:
         """The trial's own servers (spec `services`), or why they could not start."""
         if self.services is None:
@@ -162,7 +161,7 @@ class Box:
         env_changes = {k: self.env[k] for k in ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME")}
         if served is not None:  # the servers' addresses, in the environment and in tool.env's placeholders
             self.env.update(served.env())
-            self.env.update({k: self.expand(v) for k, v in spec.env.items()})
+            self.env.update({k: self.path(v) for k, v in spec.env.items()})
             env_changes.update(served.env())
         env_changes.update({k: self.env[k] for k in spec.env})
         self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout)
@@ -191,11 +190,8 @@ class Box:
         """What the placeholders stand for in this trial: the sandbox's paths and its servers' addresses."""
         return {**self.sandbox.values(), **(self.served.values() if self.served is not None else {})}
 
-    def expand(self, template: str, **extra: object) -> str:
-        return placeholders.expand(template, {**self.values(), **extra})
-
     def path(self, template: str, **extra: object) -> str:
-        return self.expand(template, **extra)
+        return placeholders.expand(template, {**self.values(), **extra})
 
     def argv(self, sub: Any, prefix: Any = (), **extra: object) -> list[str]:
         """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`."""
