@@ -47,16 +47,17 @@ _runs: dict[str, Run] = {}  # run folder -> its run
 _registered = False
 
 
-def make_workdir() -> Path:
+def make_workdir(base: str | None = None, kind: str = "") -> Path:
     """A fresh run: its folder (named so that its owner's pid can be read from it), its private folder, its cgroup
     where the machine allows, its owner file and its watchdog (a process in a session of its own that ends the
-    run's processes and removes its folders if clirace dies without doing so).
+    run's processes and removes its folders if clirace dies without doing so). `base` (default: TMPDIR) and
+    `kind` (a word after the pid) serve a folder of another sort that must go the same way: a PostgreSQL server's.
 
     Why not only PR_SET_PDEATHSIG (launch.py sets it where it is cheap): it reaches clirace's own children,
     never what they started (a target's setsid() daemon), and it costs a fork per start in a parallel batch.
     """
-    base = tempfile.gettempdir()
-    folder = safefs.make_dir(base, f"{RUN_PREFIX}{os.getpid()}-")
+    base = base or tempfile.gettempdir()
+    folder = safefs.make_dir(base, f"{RUN_PREFIX}{os.getpid()}-{kind}")
     private = safefs.make_dir(base, f".{folder.name}.", mode=0o300)
     cgroup, why_not = _cgroup.make(folder.name, SH)
     run = Run(str(folder), str(private), cgroup, cgroup.path if cgroup else why_not)
@@ -169,7 +170,22 @@ def _end_all() -> None:
 
 
 def watchdog_pids() -> set[str]:
-    return {str(run.watchdog.pid) for run in _runs.values() if run.watchdog is not None}
+    """clirace's own children that live across trials: the watchdogs, and the servers of services/ (kept())."""
+    return {str(run.watchdog.pid) for run in _runs.values() if run.watchdog is not None} | _kept
+
+
+# Servers a run keeps for all its trials (services/: PostgreSQL's postmaster), children of clirace that
+# `sandbox.end_adopted` must not take for adopted orphans. They carry a run marker of their own, so a killed
+# clirace's watchdog and the next sweep end them like any other leftover.
+_kept: set[str] = set()
+
+
+def keep(pid: int) -> None:
+    _kept.add(str(pid))
+
+
+def unkeep(pid: int) -> None:
+    _kept.discard(str(pid))
 
 
 def _start_time(pid: int) -> str:

@@ -128,6 +128,21 @@ class FileOp:
 
 
 @dataclass(frozen=True)
+class ServerOp:
+    """One command a server of the trial (spec `services`) received from a client: a line of Redis's MONITOR, or
+    a statement of PostgreSQL's log (log_statement=all). Raw, as the server showed it; checks/server_hazards.py
+    reads them."""
+    service: str  # "redis" or "postgres"
+    client: str  # the connection: Redis's client address ("127.0.0.1:53122"), PostgreSQL's backend pid
+    at: float = 0.0  # seconds since the trial's start (the server's clock, on the invocations' time line)
+    words: tuple[str, ...] = ()  # Redis: the command and its arguments
+    sql: str = ""  # PostgreSQL: the statement, as logged ("execute <unnamed>: ..." without that prefix)
+    params: str = ""  # PostgreSQL: the bound parameters, as logged ("$1 = '7'")
+    xact: str = ""  # PostgreSQL: the virtual transaction id (statements of one transaction share it)
+    line: str = ""  # the server's own line, for evidence (capped)
+
+
+@dataclass(frozen=True)
 class Trial:
     """What every record has. `error` says why the experiment could not decide (setup failed, a holder never
     became ready, clirace was interrupted or failed): such a trial is judged unknown, never passed."""
@@ -138,6 +153,8 @@ class Trial:
     events: tuple[Event, ...] = ()
     error: str | None = None
     sandbox: str = ""
+    server_ops: tuple[ServerOp, ...] = ()  # what the trial's servers saw (spec `services`), in their order
+    server_note: str = ""  # what the server observation could not see (lines dropped, log unreadable)
 
     def invocation(self, label: str) -> Invocation | None:
         return next((i for i in self.invocations if i.label == label), None)

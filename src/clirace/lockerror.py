@@ -1,7 +1,8 @@
 """Recognising a structured lock-conflict error in what a contender printed.
 
 Accepted: a JSON object on stdout or stderr, possibly after an `Error: ` prefix and spread over several
-lines, whose `code` is LOCK_HELD at the top level or under `"error"` (the CLI Agent Spec envelope
+lines, whose `code` is LOCK_HELD (or CONCURRENT_MODIFICATION: an optimistic refusal of a stale write, §58) at the
+top level or under `"error"` (the CLI Agent Spec envelope
 `{"ok": false, "data": null, "error": {...}}`). The object is validated against rubric/lock_held.schema.json.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import jsonschema
 
 from .catalogue import lock_held_schema
 from .history import Invocation
+from .vocab import CONFLICT_CODES
 
 _DECODER = json.JSONDecoder()
 
@@ -32,7 +34,12 @@ class PrintedError:
 
     @property
     def says_lock_held(self) -> bool:
-        return self.error is not None and self.error.get("code") == "LOCK_HELD"
+        """It is a structured refusal of the change: LOCK_HELD, or CONCURRENT_MODIFICATION (which code: `code`)."""
+        return self.error is not None and self.error.get("code") in CONFLICT_CODES
+
+    @property
+    def code(self) -> str:
+        return str((self.error or {}).get("code"))
 
 
 def succeeded(inv: Invocation) -> bool:
@@ -71,7 +78,7 @@ def find_error(stdout: str, stderr: str) -> PrintedError:
                 candidates.append(PrintedError(obj, None, stream))
     if not candidates:
         return PrintedError()
-    best = next((c for c in candidates if c.error.get("code") == "LOCK_HELD"), candidates[0])
+    best = next((c for c in candidates if c.error.get("code") in CONFLICT_CODES), candidates[0])
     best.problems = _problems(best.error)
     return best
 
@@ -85,7 +92,7 @@ def _problems(error: dict) -> list[tuple[str, dict]]:
     problems = []
     for issue in _validator().iter_errors(error):
         where = list(issue.absolute_path)
-        if issue.validator == "const" and where == ["code"]:
+        if issue.validator in ("const", "enum") and where == ["code"]:
             problems.append(("CR206", {"code": error.get("code")}))
         elif issue.validator == "required" and "retry_after_ms" in issue.message:
             problems.append(("CR204", {}))
@@ -104,6 +111,8 @@ def advisories(printed: PrintedError, exit_code: int | None) -> list[tuple[str, 
     """What the CLI Agent Spec (REQ-F-033) adds beyond the rubric; never changes the score."""
     if not printed.says_lock_held:
         return []
+    if printed.code == "CONCURRENT_MODIFICATION":  # §58's refusal: its exit status is 6
+        return [] if exit_code == 6 else [("CR950", {"code": printed.code, "exit": exit_code})]
     out = []
     error = printed.error
     text = json.dumps(error)

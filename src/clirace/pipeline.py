@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__, observe, registry
+from . import __version__, observe, registry, services
 from .checks import reference
 from .checks._observed import observed_lines
 from .errors import SpecError
@@ -26,6 +26,7 @@ from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from .scenarios._box import shared_between_sandboxes
 from .spec import Spec
+from .validate import coverage
 
 
 @dataclass
@@ -107,6 +108,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
                                 parallel=parallel))
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
+    services.require(spec, [c.criterion for c in coverage(spec, (usable, why), servers=False) if c.testable])
     sigint_before = _children_get_default_sigint()
     sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
     workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
@@ -118,6 +120,9 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     started = time.monotonic()
     try:
+        ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
+        if ctx.services is not None:
+            ctx.services.fill_template(workdir)
         for stage in _stages(wanted):
             shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
             if shared:
@@ -130,6 +135,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
             if stage == (registry.REFERENCE,):
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
+        services.stop(ctx.services)
         # whatever a trial left running, even when its own cleanup was cut short; then the run's folders
         not_removed = ctx.not_removed + end_run(workdir, keep=options.keep)
         end_adopted()
@@ -212,7 +218,8 @@ def judge(history: History) -> Result:
     only = history.options.only
     verdicts = registry.judge_all(history)
     for check_id in verdicts:
-        if only and check_id not in only:  # it did not run: say so, rather than "not exercised by this spec"
+        if only and check_id not in only and check_id not in registry.ADVICE_ONLY:  # it did not run: say so, rather
+            # than "not exercised by this spec" (a check that only advises never decides a criterion either way)
             verdicts[check_id] = Verdict(check_id, NOT_TESTED, "not run (--only)",
                                          hint="Run without --only to test it.")
     section = load_section("s15")

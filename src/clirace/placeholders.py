@@ -9,9 +9,12 @@ import re
 
 PATTERN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
-# Paths of the trial's sandbox; valid in every field.
+# The address of the trial's own server, for each service a spec may declare (spec `services`): valid in every
+# field where the sandbox's paths are, once that service is declared.
+SERVICES = {"redis_url": "redis", "postgres_url": "postgres"}
+# Paths of the trial's sandbox (and its servers' addresses); valid in every field.
 SANDBOX = frozenset({"sandbox", "home", "tmp", "config_home", "cache_home", "state_home", "runtime_dir",
-                     "spec_dir", "python"})
+                     "spec_dir", "python", *SERVICES})
 PER_INVOCATION = frozenset({"i", "n", "session_id"})
 
 # Where each sandbox placeholder points, relative to the trial's sandbox (the spec checks paths against it

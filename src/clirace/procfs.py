@@ -51,6 +51,21 @@ def children_of(ppid: int) -> list[int]:
     return [pid for pid in pids() if stat_fields(pid)[1:2] == [str(ppid)]]
 
 
+def fd_links(pid: int) -> set[str]:
+    """What the process's open fds point at ("/path", "socket:[123]", "pipe:[45]"); empty once it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return set()
+    links = set()
+    for fd in fds:
+        try:
+            links.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return links
+
+
 def has_open_fifo(pid: int, fifo_id: tuple[int, int]) -> bool:
     """Whether `pid` has the named pipe (st_dev, st_ino) open."""
     try:

@@ -23,13 +23,18 @@ SCENARIO_OF = {
     "claim": "workloads",
     "output": "workloads",
     "hazards": "workloads",
+    "server-hazards": "workloads",
     "lock-excludes": "lock-conflict",
     "lock-error-structured": "lock-conflict",
     "lock-released-on-exit": "lock-release",
     "lock-wait-timeout": "lock-wait",
     "session-isolation": "session",
     "atomic-config-writes": "atomic-config",
+    "s58-advice": "session",
 }
+# Checks that only advise (their verdict is always not_applicable, with advisory findings): listed in a criterion
+# for `clirace checks`, never deciding it, also under --only.
+ADVICE_ONLY = frozenset({"s58-advice"})
 # Earlier names of checks, still accepted by --only (replay commands printed by older versions use them).
 ALIASES = {"lock-release": "lock-released-on-exit", "atomic-config": "atomic-config-writes"}
 

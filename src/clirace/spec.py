@@ -87,6 +87,9 @@ class Hold:
     invalid_content: str | None = None
     path: str | None = None
     kind: LockKind | None = None
+    key: str | None = None  # take, on a server: the Redis key set with NX, the PostgreSQL advisory lock number
+    row: str | None = None  # take pg-row: "TABLE WHERE CONDITION", locked with SELECT ... FOR UPDATE
+    ttl: float = 30.0  # take redis-nx: the key's time to live (PX), as the tool's own lock would have
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the hold command (a hook driven by a variable)
 
 
@@ -112,6 +115,14 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Services:
+    """Servers clirace starts for the check (spec `services`): each trial gets fresh state of its own in them."""
+    redis: bool = False
+    postgres: bool = False
+    postgres_setup: tuple[Argv, ...] = ()  # tool commands run once against the template database
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     command: Argv
@@ -124,6 +135,7 @@ class Spec:
     workloads: tuple[Workload, ...] = ()
     lock: Lock | None = None
     session: Session | None = None
+    services: Services | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -172,9 +184,10 @@ def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False) -> Spec:
 
 # ---------------------------------------------------------------------------------------- placeholders
 
-def _allowed_names(path: tuple) -> frozenset[str] | None:
-    """Which placeholders a string at `path` may use; None for strings that are not templates."""
-    base = placeholders.SANDBOX
+def _allowed_names(path: tuple, undeclared: frozenset[str] = frozenset()) -> frozenset[str] | None:
+    """Which placeholders a string at `path` may use; None for strings that are not templates. `undeclared`:
+    the placeholders of services the spec does not declare ({redis_url} without services.redis)."""
+    base = placeholders.SANDBOX - undeclared
     head = path[0] if path else None
     if head == "tool":
         return base if path[1] in ("command", "env", "cwd") else None
@@ -203,6 +216,8 @@ def _allowed_names(path: tuple) -> frozenset[str] | None:
         if sub in ("contender", "error_command"):
             return base
         return None
+    if head == "services":
+        return base if "setup" in path else None  # services.postgres.setup runs against the template database
     if head == "session":
         if path[1] == "flag":
             return frozenset({"session_id"})
@@ -214,6 +229,9 @@ def _allowed_names(path: tuple) -> frozenset[str] | None:
 
 
 def _validate_placeholders(located: Located) -> None:
+    declared = located.data.get("services") or {}
+    undeclared = frozenset(name for name, service in placeholders.SERVICES.items() if service not in declared)
+
     def walk(value, path):
         if isinstance(value, dict):
             for k, v in value.items():
@@ -222,10 +240,15 @@ def _validate_placeholders(located: Located) -> None:
             for i, v in enumerate(value):
                 walk(v, path + (i,))
         elif isinstance(value, str):
-            allowed = _allowed_names(path)
+            allowed = _allowed_names(path, undeclared)
             if allowed is None:
                 return
             for name in placeholders.names_in(value):
+                if name in undeclared:
+                    raise SpecError(f"{dotted(path)} uses '{{{name}}}', but the spec declares no services."
+                                    f"{placeholders.SERVICES[name]}; expected it declared, so that clirace "
+                                    "starts that server for every trial.", where=located.where(path),
+                                    hint=f"Add `services: {{{placeholders.SERVICES[name]}: {{}}}}` to the spec.")
                 if name not in allowed:
                     guess = did_you_mean(name, sorted(allowed), "'{{{}}}'")
                     found = f"unknown placeholder '{{{name}}}' in {dotted(path)}"
@@ -298,7 +321,9 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
                         content=p.get("content"), invalid_content=p.get("invalid_content"))
         else:
             t = h["take"]
-            hold = Hold(HoldMode.TAKE, path=t["path"], kind=LockKind(t["kind"]), content=t.get("content", "{pid}"))
+            hold = Hold(HoldMode.TAKE, path=t.get("path"), kind=LockKind(t["kind"]), content=t.get("content", "{pid}"),
+                        key=None if t.get("key") is None else str(t["key"]), row=t.get("row"),
+                        ttl=duration(t.get("ttl", Hold.ttl)))
         lock = Lock(contender=argv(raw["contender"], "lock", "contender"), hold=hold,
                     error_command=argv(raw["error_command"], "lock", "error_command") if "error_command" in raw else None,
                     wait_option=argv(raw["wait_option"], "lock", "wait_option") if "wait_option" in raw else None,
@@ -312,12 +337,18 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
                           flag=argv(s["flag"], "session", "flag") if "flag" in s else None, env=s.get("env"),
                           run=argv(s["run"], "session", "run") if "run" in s else None,
                           temp_dirs=tuple(s.get("temp_dirs", Session.temp_dirs)))
+    services = None
+    if "services" in data:
+        raw_services = data["services"]
+        services = Services(redis="redis" in raw_services, postgres="postgres" in raw_services,
+                            postgres_setup=tuple(argv(c, "services", "postgres", "setup", n) for n, c in
+                                                 enumerate((raw_services.get("postgres") or {}).get("setup", []))))
     return Spec(
         path=path, command=argv(tool["command"], "tool", "command"), env=dict(tool.get("env", {})),
         cwd=tool.get("cwd", "{sandbox}"), timeout=duration(tool.get("timeout", DEFAULT_TIMEOUT)),
         setup=tuple(setup(c, "setup", n) for n, c in enumerate(data.get("setup", []))),
         parallel=int(data.get("parallel", DEFAULT_PARALLEL)), rounds=int(data.get("rounds", DEFAULT_ROUNDS)),
-        workloads=tuple(workloads), lock=lock, session=session, raw=data,
+        workloads=tuple(workloads), lock=lock, session=session, services=services, raw=data,
     )
 
 
@@ -380,6 +411,14 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
                         "{timeout_s}; expected one of them where the timeout goes.",
                         where=located.where(("lock", "wait_option")),
                         hint='Write it like ["--lock-timeout", "{timeout_ms}"].')
+    hold = spec.lock.hold if spec.lock else None
+    if hold and hold.kind is not None and hold.kind.on_server:
+        service = "redis" if hold.kind is LockKind.REDIS_NX else "postgres"
+        if not getattr(spec.services, service, False):
+            raise SpecError(f"lock.hold.take.kind is {hold.kind}, a lock in {service}, but the spec declares no "
+                            f"services.{service}; expected it declared, so that clirace starts the server the "
+                            "lock lives in.", where=located.where(("lock", "hold", "take", "kind")),
+                            hint=f"Add `services: {{{service}: {{}}}}` to the spec.")
     if spec.lock and spec.lock.hold.how == "command":
         argv = " ".join([*spec.lock.hold.command, *(value for _, value in spec.lock.hold.env)])
         if not any(p in argv for p in ("{release_file}", "{hold_seconds}", "{hold_ms}")):

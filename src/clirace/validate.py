@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from . import placeholders
+from . import placeholders, services
 from .rubric import load_section
 from .spec import Spec
 
@@ -31,6 +31,10 @@ class Coverage:
 def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
     lock = spec.lock
     how = "the holder's normal exit, Ctrl-C and SIGTERM"
+    if lock.hold.kind is not None and lock.hold.kind.on_server:
+        return NONE, (f"with lock.hold.take {lock.hold.kind} clirace holds the lock itself, and cannot hold a real "
+                      "invocation at a server lock; add lock.hold.command (a hook that takes the lock and waits) so "
+                      "that the tool is the holder")
     if lock.hold.how == "take":
         # The holder is then a real lock.contender that strace stops just after its lock call (scenarios/hold.py).
         usable, why = strace
@@ -45,7 +49,17 @@ def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
     return PARTIAL, how + "; it cannot pass without the error exit: add lock.error_command"
 
 
-def coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
+def coverage(spec: Spec, strace: tuple[bool, str], servers: bool = True) -> list[Coverage]:
+    """Per criterion, what will exercise it. `servers`: say none can run when a server the spec declares is not
+    installed (services.missing_message says which binary and how to install it)."""
+    found = _coverage(spec, strace)
+    message = services.missing_message(spec, [c.criterion for c in found if c.testable]) if servers else None
+    if message is None:
+        return found
+    return [Coverage(c.criterion, c.level, NONE, message) if c.testable else c for c in found]
+
+
+def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
     usable, why = strace
     kinds = [w.kind for w in spec.workloads]
     keys = spec.workload("keys")
@@ -87,10 +101,15 @@ def describe(spec: Spec, strace: tuple[bool, str]) -> list[str]:
     static = {"spec_dir": str(spec.spec_dir), "python": sys.executable}
     command = " ".join(placeholders.expand(a, static) for a in spec.command)
     lines = [f"  tool: {command}", f"  rounds {spec.rounds} x {spec.parallel} in parallel per workload"]
+    if spec.services is not None:
+        declared = [name for name in ("redis", "postgres") if getattr(spec.services, name)]
+        missing = services.missing_message(spec, [c.criterion for c in _coverage(spec, strace) if c.testable])
+        lines.append(f"  services: {', '.join(declared)}" + (f": {missing}" if missing else
+                                                               " (started by clirace, a fresh state per trial)"))
     cov = coverage(spec, strace)
     width = max(len(c.criterion) for c in cov)
     for c in cov:
         lines.append(f"  level {c.level}  {c.criterion:{width}}  {c.extent:13}  {c.how}")
-    if not any(c.testable for c in cov):
+    if not any(c.testable for c in cov) and not (spec.services and services.missing(spec)):
         lines.append("  nothing can be tested with this spec: add workloads, lock, or session (clirace init shows all)")
     return lines

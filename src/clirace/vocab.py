@@ -39,6 +39,13 @@ class LockKind(_Word):
     EXCLUSIVE_CREATE = "exclusive-create"
     FLOCK = "flock"
     FCNTL = "fcntl"
+    REDIS_NX = "redis-nx"  # a Redis key set with SET key value NX PX ttl (spec `services.redis`)
+    PG_ADVISORY = "pg-advisory"  # pg_advisory_lock(key), held by a session of clirace's own
+    PG_ROW = "pg-row"  # SELECT ... FOR UPDATE on the row the spec names, in a transaction kept open
+
+    @property
+    def on_server(self) -> bool:
+        return self in (LockKind.REDIS_NX, LockKind.PG_ADVISORY, LockKind.PG_ROW)
 
 
 class ConfigFormat(_Word):
@@ -76,3 +83,8 @@ class EventKind(_Word):
     STOPPED = "stopped"  # clirace stopped a contender on purpose (detail: why)
     KILL_INJECTED = "kill-injected"  # strace's log shows it SIGKILLed a process of the invocation
     HOLDER_GONE = "holder-gone"  # the holder had exited on its own, before clirace let it go
+
+
+# The codes of a structured refusal: a lock held (§15), or a write refused because the state changed since it was
+# read (optimistic concurrency, §58). Both carry retry_after_ms and are judged alike.
+CONFLICT_CODES = ("LOCK_HELD", "CONCURRENT_MODIFICATION")

@@ -4,6 +4,7 @@ import shutil
 import pytest
 
 from clirace import observe
+from clirace.services.postgres import binaries as postgres_binaries
 
 from ..conftest import ROOT, check_json
 
@@ -113,3 +114,19 @@ def test_sed_in_place_is_atomic_but_loses_updates():
     assert result["score"] == 0 and statuses["no-silent-corruption"] == "fail", statuses
     assert "CR111" in {f["code"] for f in result["findings"]}
     assert statuses["atomic-config-writes"] == ("pass" if observe.available()[0] else "not_tested"), statuses
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(shutil.which("psql") is None or None in postgres_binaries(),
+                    reason="PostgreSQL (psql, initdb, postgres) is not installed: apt-get install postgresql")
+def test_psql_gets_1_waiting_without_end_on_a_row_lock():
+    # Established by hand: one UPDATE ... SET n = n + 1 per call loses nothing; psql waits for a locked row
+    # without end, and with lock_timeout fails "canceling statement due to lock timeout", unstructured.
+    result, statuses = check_example("psql-counter")
+    assert result["score"] == 1, statuses
+    assert statuses["no-silent-corruption"] == "pass" and statuses["lock-excludes"] == "pass", statuses
+    assert statuses["lock-error-structured"] == "fail" and statuses["lock-wait-timeout"] == "fail", statuses
+    assert statuses["lock-released-on-exit"] == "not_tested", statuses  # clirace holds the row itself (take)
+    (timed_out,) = [f for f in result["findings"] if f["code"] == "CR402"]
+    assert "canceling statement due to lock timeout" in timed_out["message"], timed_out

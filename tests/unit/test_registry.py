@@ -12,6 +12,7 @@ from clirace.scenarios import SCENARIOS
 from clirace.vocab import Way
 
 from . import test_lock_checks as lock
+from . import test_server_hazards as served
 from . import test_session_atomic_checks as sa
 from . import test_workload_checks as wl
 from .histories import history, inv
@@ -101,6 +102,7 @@ EXAMPLES = {
     "CR904": lambda: history(lock.conflict(inv("contender", 1, stdout=BARE))),
     "CR905": lambda: release_history(Way.SIGKILL, lock.release("sigkill", None, 1, signal=9)),
     "CR906": lambda: release_history(),
+    **served.EXAMPLES,
 }
 
 

@@ -43,7 +43,8 @@ def test_score_is_highest_level_with_all_lower_levels(overrides, expected):
 
 def test_untested_workloads_mean_untested_criterion():
     crits = criteria(SECTION, verdicts(counter="not_applicable", keys="not_applicable", claim="not_applicable",
-                                       output="not_applicable", hazards="not_applicable"))
+                                       output="not_applicable", hazards="not_applicable",
+                                       server_hazards="not_applicable"))
     assert next(c for c in crits if c.id == "no-silent-corruption").status == "not_tested"
 
 

@@ -21,11 +21,14 @@ from . import (
                lock_structured,
                lock_wait,
                output,
+               s58,
+               server_hazards,
                session,
 )
 
 Check = Callable[[History], Verdict]
 
-REGISTRY: dict[str, Check] = {m.ID: m.check for m in (counter, keys, claim, output, hazards, lock_excludes,
+REGISTRY: dict[str, Check] = {m.ID: m.check for m in (counter, keys, claim, output, hazards, server_hazards,
+                                                       lock_excludes,
                                                        lock_structured, lock_release, lock_wait, session,
-                                                       atomic_config)}
+                                                       atomic_config, s58)}

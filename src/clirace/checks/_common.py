@@ -19,11 +19,13 @@ from ..history import History, Invocation, Rendezvous, Trial, WorkloadRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
 from ._observed import describe
+from ._served import describe as served
 
 R = TypeVar("R", bound=Trial)
 
 
 def evidence(trial: Trial, labels: Iterable[str] = (), expected: object = "", found: object = "") -> Evidence:
+    labels = list(labels)
     invocations = []
     for label in labels:
         inv = trial.invocation(label)
@@ -35,7 +37,8 @@ def evidence(trial: Trial, labels: Iterable[str] = (), expected: object = "", fo
            else "")
     return Evidence(trial=f"{trial.KIND}: {trial.name} (round {trial.round + 1}{how})", invocations=invocations,
                     expected=one_line(expected), found=one_line(found),
-                    observed=_met(meeting, labels) if meeting else describe(trial))
+                    observed="; ".join(filter(None, [_met(meeting, labels) if meeting else "",
+                                                     served(trial, labels) or ("" if meeting else describe(trial))])))
 
 
 def _met(meeting: Rendezvous, labels: Iterable[str]) -> str:

@@ -49,6 +49,6 @@ def check(history: History) -> Verdict:
     if retries:
         tries = next(n for n, inv in enumerate(retries, 1) if succeeded(inv))
         followed = f"; after the holder ended, a retry {trial.retry_wait_ms} ms later got through on try {tries}"
-    return Verdict(ID, PASS, f"{contender.ending()} after {contender.duration * 1000:.0f} ms with LOCK_HELD, "
+    return Verdict(ID, PASS, f"{contender.ending()} after {contender.duration * 1000:.0f} ms with {printed.code}, "
                    f"retry_after_ms={hint} on {printed.stream}{followed}", advisory)
 

@@ -31,7 +31,7 @@ def _never_waits(history: History) -> Verdict:
         return Verdict(ID, FAIL, f.message(), [f])
     assert printed.error is not None
     return Verdict(ID, PASS, f"the tool never waits (the spec says so): its contender answered after "
-                   f"{contender.duration * 1000:.0f} ms with LOCK_HELD, retry_after_ms={printed.error['retry_after_ms']}")
+                   f"{contender.duration * 1000:.0f} ms with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}")
 
 
 def check(history: History) -> Verdict:
@@ -83,4 +83,4 @@ def check(history: History) -> Verdict:
         return Verdict(ID, FAIL, found.message(), [found])
     assert printed.error is not None
     return Verdict(ID, PASS, f"with {trial.option} the contender ended after {elapsed_ms} ms ({inv.ending()}) "
-                   f"with LOCK_HELD, retry_after_ms={printed.error['retry_after_ms']}")
+                   f"with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}")

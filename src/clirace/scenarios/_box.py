@@ -55,6 +55,7 @@ class Context:
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
     not_removed: list[str] = field(default_factory=list)  # what clirace could not remove, "PATH: why" (shared)
+    services: Any = None  # services.Services: the servers the spec declares, each trial given its own state
 
     @property
     def input_token(self) -> str:
@@ -104,12 +105,15 @@ class Context:
         """A fresh sandbox with setup done (the spec's, then `setup`); removed afterwards unless --keep."""
         sandbox = Sandbox(self.workdir, record.KIND, self.spec.spec_dir)
         root = sandbox.root
-        box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"))
+        served, broken = self._served(sandbox)
+        box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"), served)
         box.round = round_
         box.unusable = sandbox.tampered()  # the target of an earlier trial replaced the run folder
         error = None
         try:
             try:
+                if broken:
+                    raise TrialFailed(broken)
                 box.setup()
                 if setup:
                     box.setup(setup)
@@ -127,6 +131,8 @@ class Context:
             raise
         finally:
             box.end_all()
+            if served is not None:  # what the trial's servers saw; then their state goes (before the sweep below)
+                box.fields.update(served.finish(time.time() - (time.monotonic() - box.launcher.clock0)))
             if self.sweeping:  # (not while another trial runs beside this one: its children look adopted too)
                 end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
             error = sandbox.tampered() or error  # the target's doing voids whatever the trial saw
@@ -138,16 +144,31 @@ class Context:
             else:
                 self.not_removed.extend(sandbox.remove())
 
+    def _served(self, sandbox: Sandbox) -> tuple[Any, str]:
+        """The trial's own servers (spec `services`), or why they could not start."""
+        if self.services is None:
+            return None, ""
+        from ..services import ServiceFailed
+        try:
+            return self.services.for_trial(sandbox.private, sandbox.marker), ""
+        except ServiceFailed as exc:
+            return None, f"the trial's server could not start: {exc}"
+
 
 class Box:
-    def __init__(self, spec: Spec, sandbox: Sandbox, rng: random.Random):
+    def __init__(self, spec: Spec, sandbox: Sandbox, rng: random.Random, served: Any = None):
         self.spec = spec
+        self.served = served  # services.TrialServices: the trial's own servers, if the spec declares any
         # Every random choice of a trial (tokens, delays, kill points) comes from here: derived from the run's
         # seed and the trial's identity, so `--only CHECK` replays a trial exactly as the full run made it.
         self.rng = rng
         self.sandbox = sandbox
         self.env = sandbox.environ(spec.env)
         env_changes = {k: self.env[k] for k in ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME")}
+        if served is not None:  # the servers' addresses, in the environment and in tool.env's placeholders
+            self.env.update(served.env())
+            self.env.update({k: self.path(v) for k, v in spec.env.items()})
+            env_changes.update(served.env())
         env_changes.update({k: self.env[k] for k in spec.env})
         self.launcher = Launcher(self.env, sandbox.expand(spec.cwd), env_changes, spec.timeout,
                                  cgroup=sandbox.cgroup.procs if sandbox.cgroup else None)
@@ -204,8 +225,12 @@ class Box:
     def token(self) -> str:
         return f"{self.rng.getrandbits(32):08x}"
 
+    def values(self) -> dict[str, object]:
+        """What the placeholders stand for in this trial: the sandbox's paths and its servers' addresses."""
+        return {**self.sandbox.values(), **(self.served.values() if self.served is not None else {})}
+
     def path(self, template: str, **extra: object) -> str:
-        return self.sandbox.expand(template, **extra)
+        return placeholders.expand(template, {**self.values(), **extra})
 
     def argv(self, sub: Any, prefix: Any = (), **extra: object) -> list[str]:
         """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`."""
@@ -215,7 +240,7 @@ class Box:
         if tampered:
             self.unusable = tampered
             raise TrialFailed(tampered)
-        values = {**self.sandbox.values(), **extra}
+        values = {**self.values(), **extra}
         return [*placeholders.expand_all(self.spec.command, values), *placeholders.expand_all(prefix, values),
                 *placeholders.expand_all(sub, values)]
 

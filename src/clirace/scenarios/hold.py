@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .. import patterns, procfs, safefs, stopper
+from ..services import ServerError
 from ..history import Invocation
 from ..launch import Running
 from ..spec import Hold as HoldSpec
@@ -376,6 +377,51 @@ class StopHold(Holder):
             self.stopped.close()
 
 
+class ServerTakeHold(Holder):
+    """clirace takes a lock of the trial's server itself (spec `services`): a Redis key set with NX and a time to
+    live, as the tool's own lock is; a PostgreSQL advisory lock, or a row locked with SELECT ... FOR UPDATE, each
+    in a session of clirace's own kept open until the release."""
+    tool_holds = False
+
+    def __init__(self, box: Box, pty: bool = False):
+        super().__init__(box, pty)
+        self.served = box.served
+        self.key = box.path(self.spec.key or "")
+        self.held = False
+
+    def _take(self) -> None:
+        kind = self.spec.kind
+        try:
+            if kind is LockKind.REDIS_NX:
+                if not self.served.redis.take_nx(self.key, f"clirace-{os.getpid()}", int(self.spec.ttl * 1000)):
+                    raise TrialFailed(f"clirace could not take the lock: the key {self.key!r} is already set after setup")
+            elif kind is LockKind.PG_ADVISORY:
+                self.served.postgres.hold(f"SELECT pg_advisory_lock({int(self.key)})")
+            else:
+                rows = self.served.postgres.hold(f"BEGIN; SELECT 1 FROM {self.spec.row} FOR UPDATE")
+                if not rows:
+                    self.served.postgres.release()
+                    raise TrialFailed(f"clirace could not lock the row: no row of {self.spec.row} exists after setup")
+        except (OSError, ServerError) as exc:
+            raise TrialFailed(f"clirace could not take the {kind} lock: {exc}") from None
+        self.held = True
+
+    def alive(self) -> bool:
+        return self.held
+
+    def _let_go(self, invalid: bool) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        if self.spec.kind is LockKind.REDIS_NX:
+            self.served.redis.delete(self.key)
+        else:
+            self.served.postgres.release()
+
+
 STRATEGIES: dict[HoldMode, type[Holder]] = {HoldMode.COMMAND: CommandHold, HoldMode.PARK: ParkHold,
                                              HoldMode.TAKE: TakeHold}
 
@@ -384,7 +430,10 @@ def holder(box: Box, pty: bool = False, tool: bool = False) -> Holder:
     """The strategy the spec's `lock.hold` names; with `tool`, one whose holder is the tool itself (a `take`
     spec is then held by a stopped invocation of the contender)."""
     assert box.spec.lock is not None
-    if tool and box.spec.lock.hold.how is HoldMode.TAKE:
+    hold = box.spec.lock.hold
+    if hold.how is HoldMode.TAKE and hold.kind is not None and hold.kind.on_server:
+        return ServerTakeHold(box, pty)
+    if tool and hold.how is HoldMode.TAKE:
         return StopHold(box, pty)
     return STRATEGIES[box.spec.lock.hold.how](box, pty)
 

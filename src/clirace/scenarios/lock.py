@@ -12,7 +12,7 @@ import time
 
 from ..history import LockConflict, LockRelease, LockWait
 from ..launch import Running
-from ..vocab import EventKind, HoldMode, Way
+from ..vocab import CONFLICT_CODES, EventKind, HoldMode, Way
 from ._box import Box, Context
 from .hold import POLL, Holder, holder, stop_hold_usable
 
@@ -58,8 +58,8 @@ def conflict(ctx: Context) -> None:
                     running.deadline = time.monotonic() + ctx.spec.timeout
             contender = box.finish(running)
             _note_holder_gone(box, hold)
-            if contender.outcome.value != "ok" and "LOCK_HELD" in contender.stdout + contender.stderr \
-                    and hold.alive():
+            if contender.outcome.value != "ok" and hold.alive() and any(
+                    code in contender.stdout + contender.stderr for code in CONFLICT_CODES):
                 _follow_hint(box, hold, contender.stdout + contender.stderr)
 
 
@@ -117,6 +117,12 @@ def release(ctx: Context) -> None:
     lock = ctx.spec.lock
     if lock is None:
         ctx.not_run("lock-release", "the spec has no lock section", "Add lock.contender and lock.hold.")
+        return
+    if lock.hold.kind is not None and lock.hold.kind.on_server:
+        ctx.not_run("lock-release", f"with lock.hold.take {lock.hold.kind} clirace holds the lock itself, and strace "
+                    "cannot stop a real invocation at a lock kept in a server",
+                    "Add lock.hold.command (a hook that takes the lock and waits for {release_file}) so the tool "
+                    "is the holder, instead of lock.hold.take.")
         return
     if lock.hold.how is HoldMode.TAKE and (why := stop_hold_usable() or ("" if ctx.strace else ctx.strace_note)):
         ctx.not_run("lock-release", f"with lock.hold.take the tool is held at its lock by strace, which cannot "

@@ -24,6 +24,7 @@ from ..spec import Workload
 from ..vocab import ConfigFormat, Outcome, WorkloadKind
 from . import _sqlite
 from ._box import Box, Context, TrialFailed
+from ..services.meet import ServerAim, ServerRendezvous, server_aim
 from .aim import Aim, aim
 
 DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python start-up spread on 2 cores
@@ -41,6 +42,7 @@ def run(ctx: Context) -> None:
     for workload in chosen:
         record, runner = RUNNERS[workload.kind]
         target: Aim | None = None  # where to stop them, once a traced round has shown their state
+        in_server: ServerAim | None = None  # or, for state in a server (spec services), where the proxy holds them
         extra_until = None  # with --budget, when this workload's extra rounds must stop
         for round_ in range(MAX_ROUNDS):
             if round_ >= ctx.rounds:
@@ -51,15 +53,18 @@ def run(ctx: Context) -> None:
                     break
             amplified = ctx.strace and round_ > 0
             meet = target if amplified and round_ > 1 and rendezvous_usable() else None
-            how = " (at a rendezvous)" if meet else " (amplified)" if amplified else ""
+            at_server = in_server if round_ > 0 and meet is None else None
+            how = " (at a rendezvous)" if meet or at_server else " (amplified)" if amplified else ""
             of = f"{ctx.rounds}" if round_ < ctx.rounds else f"{ctx.rounds}+ (--budget)"
             ctx.say(f"{workload.name}: round {round_ + 1}/{of}, {ctx.parallel} in parallel{how}")
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, amplified=amplified)
-                runner(ctx, box, workload, Parallel(box, amplified, meet), ctx.parallel)
+                runner(ctx, box, workload, Parallel(box, amplified, meet, at_server), ctx.parallel)
             done = ctx.trials[-1]
             if isinstance(done, WorkloadRound) and done.traces and not done.error:
                 target = aim(done) or target
+            if isinstance(done, WorkloadRound) and done.server_ops and not done.error:
+                in_server = server_aim(done) or in_server
 
 
 class Serial:
@@ -89,8 +94,8 @@ class Parallel:
     """Starts one parallel round: plain, amplified (traced, writes delayed), or at a rendezvous (each stopped
     inside its race window where `meet` says, then all released together); keeps what it observed."""
 
-    def __init__(self, box: Box, amplified: bool, meet: Aim | None = None):
-        self.box, self.amplified, self.meet = box, amplified, meet
+    def __init__(self, box: Box, amplified: bool, meet: Aim | None = None, at_server: ServerAim | None = None):
+        self.box, self.amplified, self.meet, self.at_server = box, amplified, meet, at_server
 
     def wrap(self, label: str) -> list[str]:
         if self.meet is not None:
@@ -104,6 +109,9 @@ class Parallel:
 
     def run(self, jobs: list[Any]) -> None:
         """jobs: (label, full argv, extra env, [ignored wrap]); the amplifier wraps each when on."""
+        if self.at_server is not None and self.box.served is not None:
+            self._meet_at_server([(label, argv, env, ()) for label, argv, env, *_ in jobs])  # no strace needed
+            return
         wrapped = [(label, argv, env, self.wrap(label)) for label, argv, env, *_ in jobs]
         if self.meet is not None:
             self._meet(wrapped)
@@ -115,20 +123,10 @@ class Parallel:
 
     def _meet(self, jobs: list[Any]) -> None:
         """Start them, wait until each has stopped inside its window (or the others are idle: blocked on a
-        lock), release them together, and record who arrived and when."""
+        lock), release them in turn, and record who arrived and when."""
         assert self.meet is not None
         box = self.box
-        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
-        box._running.extend(runnings)
-        meeting = RendezvousRun.of(runnings, box.trace_dir)
-        try:
-            meeting.wait_all_arrived()
-            meeting.release_in_turn()
-            for running in runnings:
-                box.record(running.finish())
-        finally:
-            meeting.close()
-        seen = meeting.record()
+        seen = self._in_turn(jobs, lambda runnings: RendezvousRun.of(runnings, box.trace_dir))
         box.fields["rendezvous"] = Rendezvous(
             paths=self.meet.paths, calls=self.meet.calls, aimed=self.meet.why,
             arrived={label: float(a["after_s"]) for label, a in seen["arrived"].items()},
@@ -136,6 +134,40 @@ class Parallel:
                         for label, a in seen["arrived"].items()},
             exited_before=tuple(seen["exited_before_arriving"]), released_after=seen["released_after_s"],
             why_released=seen["why"])
+
+    def _meet_at_server(self, jobs: list[Any]) -> None:
+        """The rendezvous for state in a server: the invocations reach it through a proxy that holds each one
+        just after its first read of the state (services/proxy.py, meet.py); they go on one at a time."""
+        assert self.at_server is not None
+        box = self.box
+        proxy, via = box.served.proxied(self.at_server)
+        moved = {name: via(value) for name, value in box.env.items() if via(value) != value}
+        jobs = [(label, [via(a) for a in argv], {**(env or {}), **moved}, wrap) for label, argv, env, wrap in jobs]
+        try:
+            seen = self._in_turn(jobs, lambda runnings: ServerRendezvous(proxy, runnings))
+        finally:
+            proxy.close()
+        box.fields["rendezvous"] = Rendezvous(
+            paths=(self.at_server.shown,), calls="the next command after its first read", aimed=self.at_server.why,
+            arrived=seen["arrived"], stopped_at=seen["stopped_at"], exited_before=seen["exited_before"],
+            released_after=seen["released_after"], why_released=seen["why"])
+        box.fields["amplified"] = False  # the proxy holds them; strace does not run
+
+    def _in_turn(self, jobs: list[Any], meeting_of: Any) -> dict:
+        """Start the jobs together; the meeting (`meeting_of(runnings)`) waits until they have arrived and lets
+        them go on in turn; every invocation recorded; what the meeting saw."""
+        box = self.box
+        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
+        box._running.extend(runnings)
+        meeting = meeting_of(runnings)
+        try:
+            meeting.wait_all_arrived()
+            meeting.release_in_turn()
+            for running in runnings:
+                box.record(running.finish())
+        finally:
+            meeting.close()
+        return meeting.record()
 
 
 def rendezvous_usable() -> bool:

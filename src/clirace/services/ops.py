@@ -1,0 +1,45 @@
+"""What a command sent to a server does to the state, read once for those who need it: the server hazards
+(checks/_served.py) and the server rendezvous (scenarios aim at the first read of the state, proxy.py holds the
+invocation there).
+
+Redis: the commands that read a key, write one from what the client computed, or delete from one; atomic
+read-modify-writes (INCR, LPOP, GETDEL, SET NX) are none of these. PostgreSQL: the table a SELECT reads from, an
+UPDATE or DELETE changes.
+"""
+from __future__ import annotations
+
+import re
+
+REDIS_READS = {"GET", "MGET", "HGET", "HMGET", "HGETALL", "HKEYS", "HVALS", "HEXISTS", "LRANGE", "LINDEX", "LLEN",
+               "SMEMBERS", "SISMEMBER", "SCARD", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE", "EXISTS", "STRLEN",
+               "GETRANGE", "XRANGE"}
+REDIS_WRITES = {"SET", "SETEX", "PSETEX", "MSET", "HSET", "HMSET", "LSET", "SADD", "ZADD", "RPUSH", "LPUSH",
+                "APPEND", "SETRANGE"}
+REDIS_DELETES = {"DEL", "UNLINK", "HDEL", "LREM", "SREM", "ZREM", "LTRIM"}
+# Atomic changes: they make a key state too (the rendezvous aims at its reads), but are no hazard themselves.
+REDIS_ATOMIC = {"INCR", "INCRBY", "DECR", "DECRBY", "INCRBYFLOAT", "HINCRBY", "LPOP", "RPOP", "SPOP", "GETDEL",
+                "GETSET", "LMOVE", "RPOPLPUSH", "ZINCRBY"}
+# Connection chatter, shown in no evidence: what client libraries say on connecting.
+CHATTER = {"CLIENT", "HELLO", "PING", "SELECT", "INFO", "COMMAND", "AUTH", "ECHO", "QUIT", "READONLY"}
+TABLE = {"select": re.compile(r"^\s*(?:with\b.*?\)\s*)?select\b.*?\bfrom\s+([\w.\"]+)", re.I | re.S),
+         "update": re.compile(r"^\s*(?:with\b.*?\)\s*)?update\s+(?:only\s+)?([\w.\"]+)", re.I | re.S),
+         "delete": re.compile(r"^\s*(?:with\b.*?\)\s*)?delete\s+from\s+(?:only\s+)?([\w.\"]+)", re.I | re.S),
+         "insert": re.compile(r"^\s*(?:with\b.*?\)\s*)?insert\s+into\s+([\w.\"]+)", re.I | re.S)}
+
+
+def redis_keys(words: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The keys a command names (its first argument; every argument for MGET, DEL, UNLINK, WATCH, EXISTS)."""
+    name = words[0].upper() if words else ""
+    return tuple(words[1:]) if name in ("MGET", "DEL", "UNLINK", "WATCH", "EXISTS") else tuple(words[1:2])
+
+
+def table(kind: str, sql: str) -> str | None:
+    """The table a statement of `kind` (select, update, delete, insert) names, or None when it is not one."""
+    verb = sql.lstrip().split(None, 1)[0].lower() if sql.strip() else ""
+    found = TABLE[kind].match(sql) if verb in (kind, "with") else None
+    return found.group(1).strip('"').lower() if found else None
+
+
+def conditional(words: tuple[str, ...] | list[str]) -> bool:
+    """SET ... NX (or XX): the server decides, atomically: a lock or a claim, not a blind write."""
+    return any(str(w).upper() in ("NX", "XX") for w in words[3:])

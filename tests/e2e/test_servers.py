@@ -1,0 +1,139 @@
+"""Tools whose state is in a server (spec `services`), judged on real Redis and PostgreSQL servers that clirace
+starts and stops itself: each fixture gets its score for its reason twice in a row, nothing is left running,
+and without the server binary `validate` and `check` say which one is missing and what it costs."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clirace.history import CounterRound, History
+from clirace.services.postgres import binaries
+
+from ..conftest import FIXTURES, check_json, run_clirace
+
+SERVERS = FIXTURES / "servers"
+needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                 reason="redis-server is not installed (apt-get install redis-server)")
+needs_postgres = pytest.mark.skipif(None in binaries(),
+                                    reason="PostgreSQL is not installed (apt-get install postgresql)")
+
+# spec, score, the finding that decides it (a 0 from a corruption finding), the server hazard seen or None
+CASES = [
+    pytest.param("redis-getset/clirace.yaml", 0, "CR101", "CR710", marks=needs_redis, id="redis-getset"),
+    pytest.param("redis-incr-lock/clirace.yaml", 2, None, None, marks=needs_redis, id="redis-incr-lock"),
+    pytest.param("pg-jobs/claim-read-then-update.clirace.yaml", 0, "CR121", "CR711", marks=needs_postgres,
+                 id="pg-read-then-update"),
+    pytest.param("pg-jobs/claim-skip-locked.clirace.yaml", 2, None, None, marks=needs_postgres, id="pg-skip-locked"),
+]
+
+
+def servers_of(*clirace_pids: int) -> set[str]:
+    """The Redis and PostgreSQL servers (pgrep) that these clirace processes started: the ones whose environment
+    carries their CLIRACE_TRIAL marker (PostgreSQL's backends overwrite theirs, but die with their postmaster)."""
+    found = subprocess.run(["pgrep", "-x", "redis-server|postgres"], capture_output=True, text=True).stdout.split()
+    marks = tuple(f"CLIRACE_TRIAL={pid}:".encode() for pid in clirace_pids)
+
+    def environ(pid: str) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return b""
+    return {pid for pid in found if any(item.startswith(marks) for item in environ(pid).split(b"\0"))}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("spec,score,decided_by,hazard", CASES)
+def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, score, decided_by, hazard):
+    """Two checks at once (each with servers of its own: they must not meet), then nothing left running."""
+    runs = [subprocess.Popen([sys.executable, "-m", "clirace", "check", str(SERVERS / spec), "--format", "json",
+                              "--seed", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for seed in (1, 2)]
+    for seed, run in zip((1, 2), runs):
+        out, err = run.communicate(timeout=280)
+        assert run.returncode in (0, 1) and "Traceback" not in err, err
+        result = json.loads(out)
+        codes = {f["code"] for f in result["findings"]}
+        corruption = [f for f in result["findings"] if f["severity"] == "corruption"]
+        assert result["score"] == score, (seed, [(c["id"], c["status"], c["evidence"]) for c in result["criteria"]])
+        if decided_by:
+            assert corruption and {f["code"] for f in corruption} == {decided_by}, codes
+            assert any(view in f["evidence"]["observed"] for f in corruption
+                       for view in ("Redis MONITOR: ", "PostgreSQL's statement log: "))
+            assert hazard in codes
+        else:
+            assert not corruption and not {"CR710", "CR711", "CR712"} & codes, codes
+        assert "CR713" in codes  # what strace could not see is said, not passed over
+    assert not servers_of(*(run.pid for run in runs)), "a server outlived the check"
+    assert not any(glob.glob(f"/tmp/clirace-{run.pid}-pg-*") for run in runs)
+
+
+@needs_redis
+@pytest.mark.timeout(240)
+def test_the_seeds_lost_increment_100_increments_reach_less_than_100_with_monitor_lines(tmp_path):
+    """Two rounds of 50 increments (the seeds' counter that should reach 100): the second meets at the server's
+    rendezvous, where every increment reads the counter before any writes it, so it loses all but one."""
+    saved = tmp_path / "run.json"
+    result = check_json(SERVERS / "redis-getset/clirace.yaml", "--seed", "3", "--parallel", "50", "--rounds", "2",
+                        "--history", saved, timeout=200)
+    rounds = [t for t in History.load(saved).of(CounterRound) if not t.serial]
+    increments = sum(1 for t in rounds for i in t.labelled("inc-") if i.ok)
+    reached = sum(int(t.invocation("read-after").stdout) - int(t.invocation("read-before").stdout) for t in rounds)
+    assert increments == 100 and reached < 100, (increments, reached)
+    assert rounds[1].rendezvous and int(rounds[1].invocation("read-after").stdout) < 50  # those held lost theirs
+    lost = [f for f in result["findings"] if f["code"] == "CR101"]
+    monitor = " ".join(f["evidence"]["observed"] for f in lost)
+    assert "Redis MONITOR: " in monitor and " GET hits | " in monitor and " SET hits 1" in monitor
+
+
+def path_without(binary: str, tmp_path: Path) -> str:
+    """A PATH with every program of the machine's but `binary`."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep) + ["/usr/bin", "/bin"]:
+        for entry in glob.glob(os.path.join(directory, "*")):
+            name = os.path.basename(entry)
+            if name != binary and not (folder / name).exists() and os.access(entry, os.X_OK):
+                (folder / name).symlink_to(entry)
+    return str(folder)
+
+
+@pytest.mark.timeout(60)
+def test_without_redis_server_validate_and_check_say_what_is_missing(tmp_path):
+    env = {**os.environ, "PATH": path_without("redis-server", tmp_path)}
+    spec = SERVERS / "redis-incr-lock/clirace.yaml"
+    validated = run_clirace("validate", spec, env=env)
+    checked = run_clirace("check", spec, env=env)
+    assert validated.returncode == checked.returncode == 2
+    message = checked.stderr.strip().splitlines()[-1]
+    assert "redis-server" in message and "apt-get install redis-server" in message
+    for criterion in ("no-silent-corruption", "lock-excludes", "lock-error-structured", "lock-released-on-exit",
+                      "lock-wait-timeout"):
+        assert criterion in message
+    sentence = message.split(": ", 2)[2]
+    assert sentence in validated.stdout and "Traceback" not in checked.stderr + validated.stderr
+
+
+@needs_postgres
+@pytest.mark.timeout(90)
+def test_a_killed_clirace_leaves_no_server_and_no_folder():
+    """SIGKILL gives clirace no chance to stop its PostgreSQL server: its watchdog ends it, and removes its folder."""
+    run = subprocess.Popen([sys.executable, "-m", "clirace", "check", str(SERVERS / "pg-jobs/version.clirace.yaml")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    try:
+        while not servers_of(run.pid) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.05)
+        assert servers_of(run.pid) and glob.glob(f"/tmp/clirace-{run.pid}-pg-*"), "the check never started its server"
+    finally:
+        run.kill()
+        run.wait()
+    deadline = time.monotonic() + 20
+    while (servers_of(run.pid) or glob.glob(f"/tmp/clirace-{run.pid}-pg-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not servers_of(run.pid) and not glob.glob(f"/tmp/clirace-{run.pid}-pg-*")
