@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from collections.abc import Callable
@@ -98,7 +97,7 @@ class Services:
             return
         from ..sandbox import Sandbox
         from ..scenarios._box import Box, TrialFailed
-        sandbox = Sandbox(Path(tempfile.mkdtemp(prefix="services-setup-", dir=workdir)), self.spec.spec_dir)
+        sandbox = Sandbox(workdir, "services-setup", self.spec.spec_dir)
         box = Box(self.spec, sandbox, random.Random(0), _Template(self.postgres))
         try:
             box.setup(commands)
@@ -107,6 +106,7 @@ class Services:
                             where=str(self.spec.path)) from None
         finally:
             box.end_all()
+            box.close()
             sandbox.remove()
 
     def stop(self) -> None:
