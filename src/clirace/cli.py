@@ -92,9 +92,7 @@ def check(
             progress.stop()
             code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
             if "h" in seen:
-                partial = judge(seen["h"])
-                partial.interrupted = True
-                partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
+                partial = judge(seen["h"])  # the history says it was interrupted, and the judgement what it lacks
                 emit(partial, outputs)
             kept = seen["h"].kept if keep and "h" in seen else None
             how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"

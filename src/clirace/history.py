@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union
 
 from .errors import HistoryError
-from .vocab import ConfigFormat, EventKind, HoldMode, Outcome, Way
+from .vocab import ConfigFormat, EventKind, Failure, HoldMode, Outcome, Way
 
 FORMAT = "clirace-history"
 VERSION = 2
@@ -134,6 +134,23 @@ class Trial:
     events: tuple[Event, ...] = ()
     error: str | None = None
     sandbox: str = ""
+    failed_by: Failure | None = None  # with `error`: whose failure it was (older histories: see `failure`)
+
+    @property
+    def failure(self) -> Failure | None:
+        """Whose failure kept the trial from finishing, None when it finished. Histories written before the
+        kinds were recorded say it only in words; the words they used are read here."""
+        if not self.error:
+            return None
+        if self.failed_by is not None:
+            return self.failed_by
+        if self.error.startswith("setup command"):
+            return Failure.SPEC
+        if self.error.startswith("interrupted"):
+            return Failure.INTERRUPTED
+        if self.error.startswith("clirace failed"):
+            return Failure.CLIRACE
+        return Failure.TOOL
 
     def invocation(self, label: str) -> Invocation | None:
         return next((i for i in self.invocations if i.label == label), None)
@@ -336,6 +353,21 @@ RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (
 
 
 @dataclass(frozen=True)
+class Planned:
+    """One part of the run's plan, written into the history before anything runs. As Jepsen logs each
+    operation's invoke before it completes and keeps the test map with its history, a check can then tell an
+    experiment that was never reached (an interrupt, a scenario that failed) from one the spec does not ask for.
+    Which records fulfil it: checks/_plan.py."""
+    experiment: str  # the scenario: reference, workloads, lock-conflict, lock-release, lock-wait, session, atomic-config
+    part: str = ""  # a workload's name, a way the lock holder ends, lock.contender, ...: "" for the whole
+    trials: int = 1  # records it leaves; 0: as many as an earlier record says (one per kill point found)
+    checks: tuple[str, ...] = ()  # the checks its records decide
+
+    def describe(self) -> str:
+        return f"{self.experiment} ({self.part})" if self.part else self.experiment
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """What shaped the run, so that `replay` reproduces it exactly."""
     seed: int
@@ -366,6 +398,8 @@ class History:
     environment: Environment
     trials: list[Trial] = field(default_factory=list)
     kept: str | None = None  # where the sandboxes were kept (--keep)
+    plan: tuple[Planned, ...] | None = None  # what the run set out to do (None: a history from before plans)
+    stopped: str = ""  # why the run ended before its plan was done ("interrupted (Ctrl-C) during ...")
 
     def of(self, kind: type[T]) -> list[T]:
         return [t for t in self.trials if type(t) is kind]
@@ -376,7 +410,8 @@ class History:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
                 "options": _encode(self.options), "environment": _encode(self.environment),
-                "kept": self.kept, "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
+                "kept": self.kept, "plan": _encode(self.plan), "stopped": self.stopped,
+                "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
 
     def save(self, path: Path | str) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
@@ -423,7 +458,9 @@ class History:
             return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
                        options=_decode(RunOptions, data.get("options"), "$.options"),
                        environment=_decode(Environment, data.get("environment"), "$.environment"),
-                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"))
+                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),
+                       plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),
+                       stopped=_decode(str, data.get("stopped", ""), "$.stopped"))
         except _Bad as bad:
             raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
                                hint="The file was changed by hand or is damaged; save a new one with "

@@ -12,12 +12,15 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import __version__, observe, registry
+from .plan import plan
 from .checks import reference
 from .checks._observed import observed_lines
-from .errors import SpecError
+from .checks._plan import gaps
+from .errors import InternalError, SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound
 from .rubric import Criterion, Score, criteria, load_section, score
@@ -25,6 +28,7 @@ from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from .scenarios._box import shared_between_sandboxes
 from .spec import Spec
+from .vocab import Failure
 
 
 @dataclass
@@ -52,6 +56,7 @@ class Result:
     kept: str | None = None
     notes: list[str] = field(default_factory=list)
     observed_lines: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)  # planned experiments without all their records, and why
 
     def replay(self, check: str | None = None) -> str:
         """The command that runs this check again with every choice the same (seed and options)."""
@@ -92,23 +97,44 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
+    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
                            only=options.only,
                            strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox),
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
-                                parallel=parallel))
+                                parallel=parallel),
+        plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
+    step = [""]  # the last progress line: where an interrupt landed
+
+    def say(text: str) -> None:
+        step[0] = text
+        if progress:
+            progress(text)
+
+    started = time.monotonic()
+    try:
+        _launch(spec, options, history, Context(spec, seed, Path(), rounds=rounds, parallel=parallel,
+                                                budget=options.budget, keep=options.keep, strace=usable,
+                                                strace_note=why, progress=say, only=options.only,
+                                                trials=history.trials), wanted)
+    except BaseException as exc:
+        history.stopped = _stopped_by(exc, step[0])
+        raise
+    result = judge(history)
+    result.seconds = time.monotonic() - started
+    result.kept = history.kept
+    return result
+
+
+def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted: set[str]) -> None:
+    """Stages 3-4: every wanted scenario, in order, its records added to `history` as each trial ends."""
     sigint_before = _children_get_default_sigint()
     sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
-    workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)
-    ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, budget=options.budget, keep=options.keep,
-                  strace=usable,
-                  strace_note=why, progress=progress, only=options.only, trials=history.trials)
-    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
-    started = time.monotonic()
+    workdir = ctx.workdir = make_workdir()  # its first sandbox starts the run's watchdog (sandbox.Sandbox)
     try:
         for stage in _stages(wanted):
             shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
@@ -130,10 +156,6 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
             history.kept = str(workdir)  # where they are, also when the run is interrupted
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    result = judge(history)
-    result.seconds = time.monotonic() - started
-    result.kept = history.kept
-    return result
 
 
 def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
@@ -145,6 +167,13 @@ def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
         else:
             stages.append((name,))
     return stages
+
+
+def _stopped_by(exc: BaseException, step: str) -> str:
+    """Why the run ended before its plan was done, for the history (and so for every later judgement of it)."""
+    how = {"KeyboardInterrupt": "interrupted (Ctrl-C)", "Terminated": "terminated (SIGTERM)"}.get(
+        type(exc).__name__, f"stopped by {'an error' if isinstance(exc, Exception) else type(exc).__name__}")
+    return f"{how} during {step!r}" if step else how
 
 
 def _lock_shared_by_sandboxes(history: History) -> str | None:
@@ -166,7 +195,7 @@ def _guarded(name: str) -> Callable[[Context], None]:
         try:
             SCENARIOS[name](ctx)
         except Exception as exc:  # noqa: BLE001
-            ctx.trials.append(NotRun(name=name, experiment=name, error=(
+            ctx.trials.append(NotRun(name=name, experiment=name, failed_by=Failure.CLIRACE, error=(
                 f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
                 "bug in clirace, please report it")))
     return scenario
@@ -174,8 +203,16 @@ def _guarded(name: str) -> Callable[[Context], None]:
 
 def _refuse_a_spec_the_tool_does_not_fit(spec: Spec, history: History) -> None:
     """A workload whose invariant fails when its commands run alone is a spec error, not a finding: say so
-    before anything runs in parallel."""
-    wrong = [p for p in reference.problems(history) if p.spec]
+    before anything runs in parallel (exit 2). clirace's own failure in a reference run is no spec error: it is
+    a bug, reported as one (exit 3, naming the trial). The tool's failure alone leaves its workload undecided."""
+    found = reference.problems(history)
+    ours = next((p for p in found if p.failure is Failure.CLIRACE), None)
+    failed = history.not_run(registry.REFERENCE)
+    if ours is not None or (failed is not None and failed.error):
+        where = f"in the reference run {ours.trial} ({ours.workload})" if ours else "in the reference runs"
+        said = ours.message if ours else failed.error  # type: ignore[union-attr]
+        raise InternalError(f"clirace failed {where}, before any parallel round: {said}")
+    wrong = [p for p in found if p.spec]
     if wrong:
         said = "; ".join(f"{p.workload}: {p.message}" for p in wrong)
         raise SpecError(f"the spec does not fit the tool: run alone, before any parallel round, {said}.",
@@ -219,4 +256,11 @@ def judge(history: History) -> Result:
                             "Criteria that need them are reported as not tested.")
     if only:
         result.notes.append(f"Only these checks ran: {', '.join(only)}; the score covers only what ran.")
+    result.unfinished = [gap.message() for gap in gaps(history)]
+    result.interrupted = result.interrupted or bool(history.stopped)
+    if history.stopped:
+        result.notes.append(f"Interrupted: this is a partial result; the run was {history.stopped}. Criteria whose "
+                            "experiments did not all finish are undecided.")
+    if result.unfinished:
+        result.notes.append(f"Not run to the end: {'; '.join(result.unfinished)}.")
     return result

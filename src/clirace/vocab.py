@@ -75,3 +75,11 @@ class EventKind(_Word):
     STOPPED = "stopped"  # clirace stopped a contender on purpose (detail: why)
     KILL_INJECTED = "kill-injected"  # strace's log shows it SIGKILLed a process of the invocation
     HOLDER_GONE = "holder-gone"  # the holder had exited on its own, before clirace let it go
+
+
+class Failure(_Word):
+    """Whose failure kept a trial from finishing (history `Trial.failure`): the three kinds are judged apart."""
+    TOOL = "tool"  # the target did not get through it (hung, crashed, never held its lock): could not decide
+    SPEC = "spec"  # the spec does not fit the tool (its setup fails in a fresh sandbox): exit 2 before any round
+    CLIRACE = "clirace"  # clirace itself failed (a bug, or a limit of this machine): exit 3 in a reference run
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM stopped the run in the middle of the trial

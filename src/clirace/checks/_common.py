@@ -62,10 +62,17 @@ class Undecided(Exception):
     """Raised by a `judge_one` whose trial cannot decide the invariant: Undecided(reason, hint)."""
 
 
-def not_run_verdict(check_id: str, history: History, experiment: str) -> Verdict | None:
-    """The not-tested verdict when the experiment did not run (the record says why), else None."""
+UNPLANNED = "the run planned no experiment for it: the spec gives no way to exercise it"
+
+
+def not_run_verdict(check_id: str, history: History, experiment: str, unplanned: str = UNPLANNED,
+                    hint: str = "") -> Verdict | None:
+    """The not-tested verdict when the experiment did not run (a record says why) or was never planned (the
+    plan, written before anything ran, has nothing for this check: `unplanned` says why), else None."""
     skipped = history.not_run(experiment)
     if skipped is None:
+        if history.plan is not None and not any(check_id in p.checks for p in history.plan):
+            return Verdict(check_id, NOT_TESTED, unplanned, hint=hint)
         return None
     if skipped.error:
         return Verdict(check_id, UNKNOWN, f"could not decide: {skipped.error}")

@@ -11,12 +11,15 @@ from ._common import not_run_verdict
 from .reference import lock_undecided
 
 
+NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
+
+
 def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
     """The lock-conflict trial when it can be judged, else the not-tested or undecided verdict to return."""
     trials = history.of(LockConflict)
     if not trials:
-        return not_run_verdict(check_id, history, "lock-conflict") or Verdict(
-            check_id, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
+        return not_run_verdict(check_id, history, "lock-conflict", *NO_LOCK) or Verdict(
+            check_id, NOT_TESTED, NO_LOCK[0], hint=NO_LOCK[1])
     trial = trials[0]
     if trial.error:
         return Verdict(check_id, UNKNOWN, f"could not decide: {trial.error}")

@@ -7,7 +7,7 @@ from ..history import History, LockConflict, LockRelease
 from ..lockerror import succeeded
 from ..vocab import Way
 from ._common import finding, not_run_verdict
-from ._lock import not_excluded
+from ._lock import NO_LOCK, not_excluded
 
 ID = "lock-released-on-exit"
 REQUIRED = {Way.NORMAL: "CR301", Way.ERROR: "CR302", Way.SIGINT: "CR303", Way.SIGTERM: "CR304"}
@@ -17,8 +17,8 @@ SIGNAL_NAMES = {Way.SIGINT: "Ctrl-C (SIGINT)", Way.SIGTERM: "SIGTERM", Way.SIGKI
 def check(history: History) -> Verdict:
     trials = {t.way: t for t in history.of(LockRelease)}
     if not trials:
-        return not_run_verdict(ID, history, "lock-release") or Verdict(
-            ID, NOT_TESTED, "the spec has no lock section", hint="Add lock.contender and lock.hold.")
+        return not_run_verdict(ID, history, "lock-release", *NO_LOCK) or Verdict(
+            ID, NOT_TESTED, NO_LOCK[0], hint=NO_LOCK[1])
     conflict = history.of(LockConflict)
     if conflict and not conflict[0].error and not_excluded(conflict[0]):
         return Verdict(ID, NOT_TESTED, "the contender was not excluded while the lock was held, so there is no "

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import observe, placeholders
+from ..plan import lock_commands_alone, workloads_for
 from ..history import Event, FileOp, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
-from ..spec import Spec
-from ..vocab import EventKind
+from ..spec import Spec, Workload
+from ..vocab import EventKind, Failure
 
 
 def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
@@ -34,7 +35,12 @@ def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
 
 
 class TrialFailed(Exception):
-    """The trial could not be carried out (setup failed, a holder never became ready): its outcome is unknown."""
+    """The trial could not be carried out (setup failed, a holder never became ready): its outcome is unknown.
+    `failure` says whose failure it was: the tool's unless said otherwise (a setup that fails is the spec's)."""
+
+    def __init__(self, message: str, failure: Failure = Failure.TOOL):
+        super().__init__(message)
+        self.failure = failure
 
 
 @dataclass
@@ -53,6 +59,14 @@ class Context:
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
+
+    @property
+    def workloads(self) -> list[Workload]:
+        return workloads_for(self.spec, self.only)
+
+    @property
+    def lock_commands_alone(self) -> bool:
+        return lock_commands_alone(self.only)
 
     @property
     def input_token(self) -> str:
@@ -103,7 +117,7 @@ class Context:
         root = Path(tempfile.mkdtemp(prefix=f"{record.KIND}-", dir=self.workdir))
         sandbox = Sandbox(root, self.spec.spec_dir)
         box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"))
-        error = None
+        error, failure = None, None
         try:
             try:
                 box.setup()
@@ -111,22 +125,25 @@ class Context:
                     box.setup(setup)
             except TrialFailed as exc:
                 # A generator context manager must yield once: the body gets a box whose first command raises.
+                # A setup that fails in a fresh sandbox is the spec's: it asks for what the tool does not do.
                 error = box.unusable = str(exc)
+                failure = Failure.SPEC
             yield box
         except TrialFailed as exc:
-            error = error or str(exc)
+            error, failure = (error, failure) if error else (str(exc), exc.failure)
         except Exception as exc:  # noqa: BLE001 - one experiment's failure must not sink the run
-            error = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug in "
-                     "clirace or a limit of this machine, please report it")
+            error, failure = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug "
+                              "in clirace or a limit of this machine, please report it"), Failure.CLIRACE
         except BaseException:  # Ctrl-C, SIGTERM: the trial is incomplete and must not be judged
-            error = "interrupted before the trial finished"
+            error, failure = "interrupted before the trial finished", Failure.INTERRUPTED
             raise
         finally:
             box.end_all()
             if self.sweeping:  # (not while another trial runs beside this one: its children look adopted too)
                 end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
             self.trials.append(record(name=name, round=round_, invocations=tuple(box.invocations),
-                                      events=tuple(box.events), error=error, sandbox=str(root), **box.fields))
+                                      events=tuple(box.events), error=error, failed_by=failure, sandbox=str(root),
+                                      **box.fields))
             if self.keep:
                 sandbox.end_strays()
             else:
