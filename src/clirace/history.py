@@ -239,13 +239,30 @@ class OutputRound(WorkloadRound):
 
 
 @dataclass(frozen=True)
+class Watched:
+    """How a process group spent a span it was watched: a waiting process sleeps in the kernel and uses almost no
+    CPU; a slow one works. Read from /proc (timing.Usage)."""
+    seconds: float  # the span
+    cpu_seconds: float  # CPU its processes used meanwhile
+    states: tuple[str, ...] = ()  # each process's state at the end (S sleeping, R running, D disk, ...)
+    sleeping_in: tuple[str, ...] = ()  # each process's wchan at the end, where the kernel shows it
+
+
+@dataclass(frozen=True)
 class LockConflict(Trial):
     """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state,
-    stopped, released); contender runs while it is held; retry-N obey a LOCK_HELD hint once the holder ended."""
+    stopped, released); contender runs while it is held; retry-N obey a LOCK_HELD hint once the holder ended.
+    The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
+    the contender is still running, and only then released. Round 2 repeats a trial whose contender outlived
+    the window (a finding made by the clock is seen twice before it is reported)."""
     KIND: ClassVar[str] = "lock-conflict"
     hold: HoldMode = HoldMode.COMMAND
-    prompt: float = 5.0  # how long the contender was watched while the lock was held
+    prompt: float = 5.0  # the spec's prompt
     retry_wait_ms: int = 0  # how long clirace waited before each retry-N, obeying the hint (capped)
+    alone: float | None = None  # seconds the contender took alone (its reference run): the prompt is scaled by it
+    window: float = 0.0  # prompt + alone: how long it had to answer (0: older histories, where it was `prompt`)
+    follow: float = 0.0  # how much longer a contender still running was followed before the holder let go
+    watched: Watched | None = None  # the contender over the follow, when it was still running after the window
 
 
 @dataclass(frozen=True)

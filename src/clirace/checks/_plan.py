@@ -109,8 +109,9 @@ def _why(history: History, declined: list[NotRun], mine: list[Trial]) -> str:
 
 
 def held_to_plan(verdict: Verdict, history: History, all_gaps: list[Gap] | None = None) -> Verdict:
-    """The verdict, or undecided when a planned record behind it is missing (a failure always stands)."""
-    if verdict.status is FAIL or verdict.status is UNKNOWN:
+    """The verdict, or undecided when a planned record behind it is missing, saying which and why (a failure
+    always stands; an undecided verdict takes the plan's reason, which says what did not run)."""
+    if verdict.status is FAIL:
         return verdict
     mine = [g for g in (gaps(history) if all_gaps is None else all_gaps) if verdict.check in g.planned.checks]
     if not mine:

@@ -5,7 +5,7 @@ from ..findings import FAIL, PASS, Verdict
 from ..history import History
 from ..lockerror import advisories, find_error, succeeded
 from ._common import finding
-from ._lock import conflict_trial, contender_state
+from ._lock import again, conflict_trial, contender_state, window
 
 ID = "lock-error-structured"
 
@@ -19,7 +19,14 @@ def check(history: History) -> Verdict:
     assert contender is not None
     labels = ["holder", "contender"]
     if state == "waiting":
-        f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting", seconds=f"{trial.prompt:g}")
+        f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting" + again(history),
+                    seconds=f"{window(trial) + trial.follow:g}")
+        return Verdict(ID, FAIL, f.message(), [f])
+    if state == "late":  # its own answer, recorded because it was followed past its window
+        f = finding("CR213", trial, labels, f"an answer within {window(trial):g}s", contender.printed(120)
+                    + again(history), elapsed=f"{contender.duration:.1f}", outcome=contender.ending(),
+                    printed=contender.printed(120), window=f"{window(trial):g}", prompt=f"{trial.prompt:g}",
+                    alone=f"{trial.alone or 0:.1f}")
         return Verdict(ID, FAIL, f.message(), [f])
     if state == "reached":
         f = finding("CR202", trial, labels, "a LOCK_HELD error", "no lock conflict at all",

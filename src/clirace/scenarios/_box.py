@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from .. import observe, placeholders
 from ..plan import lock_commands_alone, workloads_for
-from ..history import Event, FileOp, Invocation, NotRun, Trial
+from ..history import Alone, Event, FileOp, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
 from ..spec import Spec, Workload
@@ -58,6 +58,7 @@ class Context:
     progress: Callable[[str], None] | None = None
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
+    earlier: list[Trial] = field(default_factory=list)  # the records before a side-by-side stage began
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
 
     @property
@@ -67,6 +68,13 @@ class Context:
     @property
     def lock_commands_alone(self) -> bool:
         return lock_commands_alone(self.only)
+
+    def alone_seconds(self, command: str) -> float | None:
+        """How long lock.`command` took run alone on fresh state (the longest of its reference runs), the
+        tool's own measure of its time on this machine at this load; None without a reference run."""
+        runs = [inv.duration for t in (*self.earlier, *self.trials) if isinstance(t, Alone) and t.command == command
+                and not t.error for inv in t.invocations if inv.label == "alone"]
+        return max(runs) if runs else None
 
     @property
     def input_token(self) -> str:
@@ -82,7 +90,8 @@ class Context:
         import threading
 
         errors: list[BaseException] = []
-        own = [dataclasses.replace(self, trials=[], sweeping=False) for _ in experiments]
+        own = [dataclasses.replace(self, trials=[], earlier=[*self.earlier, *self.trials], sweeping=False)
+               for _ in experiments]
 
         def guarded(experiment: Callable[[Context], None], ctx: Context) -> None:
             try:
