@@ -16,7 +16,7 @@ from . import procfs
 from .history import Watched
 from .stopper import cpu_ns
 
-FOLLOW_MIN = 1.0  # a contender still running after its window is followed at least this much longer
+FOLLOW_MIN = 2.0  # a contender still running after its window is followed at least this much longer
 IDLE_SHARE = 0.05  # share of one CPU under which a watched process counts as idle (rendezvous.IDLE_SHARE)
 
 
