@@ -48,6 +48,7 @@ class Invocation:
     stderr_bytes: int = 0
     timed_out: bool = False
     wrapper: str = ""  # e.g. strace amplifying or killing it; argv above is the target's own command line
+    wrapper_said: str = ""  # what the wrapper (strace) itself printed, kept apart from the target's stderr
     ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
     sandbox: str = ""  # the trial's sandbox; shown as {sandbox} in reports, so that they read the same every run
 
@@ -536,6 +537,17 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
+def _whole(text: str) -> str:
+    """The text with any lone surrogate (JSON may escape one: "\\ud800") shown as U+FFFD: clirace itself never
+    writes one (what a target printed is decoded with replacement), and one left in would make every report
+    that quotes it fail to print."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _decode(tp: Any, value: Any, at: str) -> Any:
     """`value` from JSON as type `tp`, checked all the way down; _Bad(at, expected, found) where it is not."""
     origin = typing.get_origin(tp)
@@ -592,5 +604,5 @@ def _decode(tp: Any, value: Any, at: str) -> Any:
     if tp in (str, bool):
         if not isinstance(value, tp):
             raise _Bad(at, "a string" if tp is str else "true or false", value)
-        return value
+        return _whole(value) if tp is str else value
     raise _Bad(at, f"a {tp}", value)  # a type this decoder was not taught: a bug, shown as data

@@ -15,7 +15,7 @@ from ..findings import (
     Finding,
     Verdict,
 )
-from ..history import History, Invocation, Rendezvous, Trial, WorkloadRound
+from ..history import OUTPUT_CAP, History, Invocation, Rendezvous, Trial, WorkloadRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
 from ._observed import describe
@@ -51,6 +51,12 @@ def _met(meeting: Rendezvous, labels: Iterable[str]) -> str:
             f"released after {meeting.released_after if meeting.released_after is not None else '?'} s "
             f"({meeting.why_released}), one at a time in arrival order ({', '.join(order)}), each once the one "
             "before had ended")
+
+
+def cut_short(inv: Invocation, streams: str) -> str:
+    """The undecided summary for output the history kept only the start of, with no answer in that start."""
+    return (f"could not decide: {inv.label} ({inv.ending()}) printed more than the {OUTPUT_CAP // 1024} KiB of each "
+            f"stream kept ({streams}), and no LOCK_HELD error in what was kept: the rest may have held one")
 
 
 def one_line(value: object, limit: int = 200) -> str:

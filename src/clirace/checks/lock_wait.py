@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, LockWait
-from ..lockerror import find_error
-from ._common import finding, not_run_verdict
+from ..lockerror import printed_error
 from ..timing import wait_bounds
+from ._common import cut_short, finding, not_run_verdict
 from ._lock import conflict_trial, contender_state, holder_gone
 
 ID = "lock-wait-timeout"
@@ -24,7 +24,9 @@ def _never_waits(history: History) -> Verdict:
         f = finding("CR405", trial, labels, "a prompt, structured LOCK_HELD error", contender.ending(),
                     outcome=contender.ending())
         return Verdict(ID, FAIL, f.message(), [f])
-    printed = find_error(contender.stdout, contender.stderr)
+    printed = printed_error(contender)
+    if printed.undecidable:
+        return Verdict(ID, UNKNOWN, cut_short(contender, printed.cut))
     if not printed.structured or not printed.says_lock_held:
         f = finding("CR402", trial, labels, "a structured LOCK_HELD error", contender.printed(120),
                     option="no wait (never_waits)", elapsed_ms=int(contender.duration * 1000),
@@ -82,7 +84,9 @@ def _judged(trial: LockWait) -> Verdict:
             return Verdict(ID, UNKNOWN, "the holder exited during the wait, so the contender may have got the lock")
         found = finding("CR201", trial, labels, "a LOCK_HELD error", inv.ending(), how=f"ran and exited 0 with {trial.option}")
         return Verdict(ID, FAIL, found.message(), [found])
-    printed = find_error(inv.stdout, inv.stderr)
+    printed = printed_error(inv)
+    if printed.undecidable:
+        return Verdict(ID, UNKNOWN, cut_short(inv, printed.cut))
     if not printed.structured or not printed.says_lock_held:
         shown = inv.printed(120)
         if printed.error is not None and printed.problems:  # JSON, but not a valid LOCK_HELD: say what is wrong
