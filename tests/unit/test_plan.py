@@ -137,3 +137,14 @@ def test_a_trial_error_says_whose_failure_it_was_also_in_an_older_history():
     assert CounterRound(error="the lock holder never held the lock").failure is Failure.TOOL
     assert CounterRound(error="anything", failed_by=Failure.SPEC).failure is Failure.SPEC
     assert CounterRound().failure is None
+
+
+def test_only_accepts_every_registered_check_and_its_replay_runs_what_that_check_judges():
+    """The replay printed with a finding is `--only CHECK`: for every registered check, the plan of that run
+    holds an experiment whose records the check judges (hazards: the workloads' traced rounds)."""
+    from clirace.registry import EXPERIMENTS, resolve, scenarios_for
+    spec = load_spec(LEVEL3)
+    for check in EXPERIMENTS:
+        assert resolve(check) == check
+        replay = plan(spec, (check,), 3, scenarios_for((check,)))
+        assert any(check in p.checks and p.experiment != "reference" for p in replay), (check, replay)
