@@ -1,5 +1,6 @@
 """The plan in the history: a planned experiment whose records are missing is undecided, never passed and never
 "not in the spec"; an interrupted run's judgement lists what did not run; older histories still load."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -148,3 +149,28 @@ def test_only_accepts_every_registered_check_and_its_replay_runs_what_that_check
         assert resolve(check) == check
         replay = plan(spec, (check,), 3, scenarios_for((check,)))
         assert any(check in p.checks and p.experiment != "reference" for p in replay), (check, replay)
+
+
+def test_three_kinds_of_trial_error_in_a_reference_run_spec_misfit_tool_failure_and_clirace_bug():
+    """Only the spec's misfit is a spec error (exit 2); clirace's own failure is exit 3 naming the trial; the
+    tool's failure alone leaves its workload undecided and the run goes on."""
+    import pytest
+    from clirace.errors import EXIT_INTERNAL, EXIT_USAGE, InternalError, SpecError
+    from clirace.pipeline import _refuse_a_spec_the_tool_does_not_fit
+
+    spec = load_spec(LEVEL3)
+
+    def reference(error, failure):
+        return history(CounterRound(name="counter#0", workload="counter#0", serial=True, error=error, failed_by=failure),
+                       dataclasses.replace(counted(0), workload="counter#0"))
+
+    with pytest.raises(SpecError) as misfit:
+        _refuse_a_spec_the_tool_does_not_fit(spec, reference("setup command 'x' failed (exit 1)", Failure.SPEC))
+    assert misfit.value.exit_code == EXIT_USAGE
+    with pytest.raises(InternalError) as bug:
+        _refuse_a_spec_the_tool_does_not_fit(spec, reference("clirace failed inside this experiment (OSError: x)",
+                                                             Failure.CLIRACE))
+    assert bug.value.exit_code == EXIT_INTERNAL and "counter: counter#0 (round 1)" in bug.value.message
+    _refuse_a_spec_the_tool_does_not_fit(spec, reference("the lock holder never held the lock", Failure.TOOL))
+    v = judge(reference("the lock holder never held the lock", Failure.TOOL)).verdicts["counter"]
+    assert v.status == "unknown" and "never held" in v.summary
