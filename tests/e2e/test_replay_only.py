@@ -25,7 +25,7 @@ workloads:
 def test_the_printed_replay_of_a_hazard_reproduces_it(tmp_path):
     spec = tmp_path / "level0-counter.clirace.yaml"
     spec.write_text(COUNTER_ONLY.format(tool=FIXTURES / "level0" / "tool.py"))  # level0: no lock at all
-    first = check_json(spec, "--rounds", "2", "--seed", "3")
+    first = check_json(spec, "--rounds", "2", "--parallel", "3", "--seed", "3")
     (hazard,) = [f for f in first["findings"] if f["code"] == "CR702"]
     replay = shlex.split(hazard["evidence"]["replay"])
     assert replay[:2] == ["clirace", "check"] and replay[-2:] == ["--only", "hazards"], replay
