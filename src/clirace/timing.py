@@ -87,10 +87,10 @@ class Usage:
 
 
 def idle(watched: Watched) -> bool:
-    """Whether the watched processes were waiting: under IDLE_SHARE of a CPU over the span, and every one asleep
-    at its end (S, or D in the kernel)."""
-    return (watched.seconds > 0 and watched.cpu_seconds <= IDLE_SHARE * watched.seconds and bool(watched.states)
-            and all(state in ("S", "D") for state in watched.states))
+    """Whether the watched processes were waiting rather than working: under IDLE_SHARE of a CPU over the span.
+    (Their states are a glimpse of one instant, kept as evidence: a process polling its lock every 10 ms may
+    read R at that instant, and its CPU share still says it waits.)"""
+    return watched.seconds > 0 and bool(watched.states) and watched.cpu_seconds <= IDLE_SHARE * watched.seconds
 
 
 def describe(watched: Watched) -> str:

@@ -218,7 +218,7 @@ def timed(contender, *, waiting=False, cpu=0.0, states=("S",), round_=0):
                                             for e in trial.events))
 
 
-def test_a_contender_still_running_is_waiting_only_when_idle_and_asleep():
+def test_a_contender_still_running_is_waiting_only_when_idle():
     idle = history(timed(inv("contender", 0, ended=8.3), waiting=True, cpu=0.01))
     v = lock_excludes.check(idle)
     assert v.status == "pass" and "5.5 s and 2.5 s more" in v.summary and "asleep in do_nanosleep" in v.summary

@@ -75,7 +75,7 @@ def contender_state(trial: LockConflict) -> str:
 
 def waited(trial: LockConflict) -> tuple[bool, str]:
     """Whether a contender still running when the holder let go was waiting for the lock, with what the record
-    shows of it: only alive is no proof, a slow tool is alive too; idle and asleep is. Older histories, which
+    shows of it: only alive is no proof, a slow tool is alive too; idle (its CPU share) is. Older histories, which
     did not watch it, count it as waiting, as they were judged then."""
     if trial.watched is None:
         return not trial.window, "not watched"
