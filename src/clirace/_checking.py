@@ -70,10 +70,7 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
             progress.stop()
             code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
             if "h" in seen:
-                partial = judge(seen["h"])
-                partial.interrupted = True
-                partial.notes.append("Interrupted: this is a partial result; criteria not reached are not tested.")
-                items.append(partial)
+                items.append(judge(seen["h"]))  # the history says it was interrupted, and the judgement what it lacks
             if items:
                 emit(items)
             kept = seen["h"].kept if keep and "h" in seen else None

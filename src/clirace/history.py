@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union
 
 from .errors import HistoryError
-from .vocab import ConfigFormat, EventKind, HoldMode, Outcome, Way
+from .vocab import ConfigFormat, EventKind, Failure, HoldMode, Outcome, Way
 
 FORMAT = "clirace-history"
 VERSION = 2
@@ -52,6 +52,7 @@ class Invocation:
     stderr_bytes: int = 0
     timed_out: bool = False
     wrapper: str = ""  # e.g. strace amplifying or killing it; argv above is the target's own command line
+    wrapper_said: str = ""  # what the wrapper (strace) itself printed, kept apart from the target's stderr
     ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
     sandbox: str = ""  # the trial's sandbox; shown as {sandbox} in reports, so that they read the same every run
 
@@ -155,6 +156,23 @@ class Trial:
     sandbox: str = ""
     server_ops: tuple[ServerOp, ...] = ()  # what the trial's servers saw (spec `services`), in their order
     server_note: str = ""  # what the server observation could not see (lines dropped, log unreadable)
+    failed_by: Failure | None = None  # with `error`: whose failure it was (older histories: see `failure`)
+
+    @property
+    def failure(self) -> Failure | None:
+        """Whose failure kept the trial from finishing, None when it finished. Histories written before the
+        kinds were recorded say it only in words; the words they used are read here."""
+        if not self.error:
+            return None
+        if self.failed_by is not None:
+            return self.failed_by
+        if self.error.startswith("setup command"):
+            return Failure.SPEC
+        if self.error.startswith("interrupted"):
+            return Failure.INTERRUPTED
+        if self.error.startswith("clirace failed"):
+            return Failure.CLIRACE
+        return Failure.TOOL
 
     def invocation(self, label: str) -> Invocation | None:
         return next((i for i in self.invocations if i.label == label), None)
@@ -247,13 +265,30 @@ class OutputRound(WorkloadRound):
 
 
 @dataclass(frozen=True)
+class Watched:
+    """How a process group spent a span it was watched: a waiting process sleeps in the kernel and uses almost no
+    CPU; a slow one works. Read from /proc (timing.Usage)."""
+    seconds: float  # the span
+    cpu_seconds: float  # CPU its processes used meanwhile
+    states: tuple[str, ...] = ()  # each process's state at the end (S sleeping, R running, D disk, ...)
+    sleeping_in: tuple[str, ...] = ()  # each process's wchan at the end, where the kernel shows it
+
+
+@dataclass(frozen=True)
 class LockConflict(Trial):
     """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state,
-    stopped, released); contender runs while it is held; retry-N obey a LOCK_HELD hint once the holder ended."""
+    stopped, released); contender runs while it is held; retry-N obey a LOCK_HELD hint once the holder ended.
+    The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
+    the contender is still running, and only then released. Round 2 repeats a trial whose contender outlived
+    the window (a finding made by the clock is seen twice before it is reported)."""
     KIND: ClassVar[str] = "lock-conflict"
     hold: HoldMode = HoldMode.COMMAND
-    prompt: float = 5.0  # how long the contender was watched while the lock was held
+    prompt: float = 5.0  # the spec's prompt
     retry_wait_ms: int = 0  # how long clirace waited before each retry-N, obeying the hint (capped)
+    alone: float | None = None  # seconds the contender took alone (its reference run): the prompt is scaled by it
+    window: float = 0.0  # prompt + alone: how long it had to answer (0: older histories, where it was `prompt`)
+    follow: float = 0.0  # how much longer a contender still running was followed before the holder let go
+    watched: Watched | None = None  # the contender over the follow, when it was still running after the window
 
 
 @dataclass(frozen=True)
@@ -362,6 +397,21 @@ RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (
 
 
 @dataclass(frozen=True)
+class Planned:
+    """One part of the run's plan, written into the history before anything runs. As Jepsen logs each
+    operation's invoke before it completes and keeps the test map with its history, a check can then tell an
+    experiment that was never reached (an interrupt, a scenario that failed) from one the spec does not ask for.
+    Which records fulfil it: checks/_plan.py."""
+    experiment: str  # the scenario: reference, workloads, lock-conflict, lock-release, lock-wait, session, atomic-config
+    part: str = ""  # a workload's name, a way the lock holder ends, lock.contender, ...: "" for the whole
+    trials: int = 1  # records it leaves; 0: as many as an earlier record says (one per kill point found)
+    checks: tuple[str, ...] = ()  # the checks its records decide
+
+    def describe(self) -> str:
+        return f"{self.experiment} ({self.part})" if self.part else self.experiment
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """What shaped the run, so that `replay` reproduces it exactly."""
     seed: int
@@ -401,6 +451,8 @@ class History:
     trials: list[Trial] = field(default_factory=list)
     kept: str | None = None  # where the sandboxes were kept (--keep)
     not_removed: tuple[str, ...] = ()  # what clirace made and could not remove, each "PATH: why"
+    plan: tuple[Planned, ...] | None = None  # what the run set out to do (None: a history from before plans)
+    stopped: str = ""  # why the run ended before its plan was done ("interrupted (Ctrl-C) during ...")
 
     def of(self, kind: type[T]) -> list[T]:
         return [t for t in self.trials if type(t) is kind]
@@ -411,7 +463,8 @@ class History:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
                 "options": _encode(self.options), "environment": _encode(self.environment),
-                "kept": self.kept, "not_removed": list(self.not_removed),
+                "kept": self.kept, "not_removed": list(self.not_removed), "plan": _encode(self.plan),
+                "stopped": self.stopped,
                 "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
 
     def save(self, path: Path | str) -> None:
@@ -474,7 +527,9 @@ class History:
                        options=_decode(RunOptions, data.get("options"), "$.options"),
                        environment=_decode(Environment, data.get("environment"), "$.environment"),
                        trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),
-                       not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"))
+                       not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"),
+                       plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),
+                       stopped=_decode(str, data.get("stopped", ""), "$.stopped"))
         except _Bad as bad:
             raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
                                hint="The file was changed by hand or is damaged; save a new one with "
@@ -533,6 +588,17 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
+def _whole(text: str) -> str:
+    """The text with any lone surrogate (JSON may escape one: "\\ud800") shown as U+FFFD: clirace itself never
+    writes one (what a target printed is decoded with replacement), and one left in would make every report
+    that quotes it fail to print."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _decode(tp: Any, value: Any, at: str) -> Any:
     """`value` from JSON as type `tp`, checked all the way down; _Bad(at, expected, found) where it is not."""
     origin = typing.get_origin(tp)
@@ -589,5 +655,5 @@ def _decode(tp: Any, value: Any, at: str) -> Any:
     if tp in (str, bool):
         if not isinstance(value, tp):
             raise _Bad(at, "a string" if tp is str else "true or false", value)
-        return value
+        return _whole(value) if tp is str else value
     raise _Bad(at, f"a {tp}", value)  # a type this decoder was not taught: a bug, shown as data

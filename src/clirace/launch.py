@@ -39,7 +39,24 @@ SH = shutil.which("sh") or "/bin/sh"
 BARRIER = (SH, "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
 # The same, first joining the cgroup whose cgroup.procs is $0 (an error there must not stop the start).
 _BARRIER_INTO = '{ echo 0 >"$0"; } 2>/dev/null; printf .; read _; exec </dev/null "$@"'
+# strace's own messages (a warning, "Can't stat ...") must never read as the target's output: a shell gives strace
+# a log of its own as its stderr and keeps the real one on fd 3, and the shell that strace starts (traced, but it
+# makes no call that matters: dup2, close, exec) hands it back to the target before exec'ing it.
+STRACE_APART = (SH, "-c", 'exec 3>&2 2>>"$0"; exec "$@"')
+TARGET_STDERR = (SH, "-c", 'exec 2>&3 3>&-; exec "$@"', "clirace-target")
+WRAPPER_SAID_CAP = 4096  # bytes of strace's own messages kept in the invocation's record
 _ids = itertools.count(1)
+
+
+def strace_apart(wrap) -> tuple[list[str], str]:
+    """`wrap`, an strace prefix ending in "--", with strace's stderr sent to a log beside its -o output, and the
+    log's path; any other wrap unchanged, with ""."""
+    wrap = list(wrap)
+    if not wrap or os.path.basename(wrap[0]) != "strace" or "--" not in wrap or "-o" not in wrap:
+        return wrap, ""
+    out = wrap[wrap.index("-o") + 1]
+    log = out if out == os.devnull else f"{out}-strace.log"
+    return [*STRACE_APART, log, *wrap, *TARGET_STDERR], log
 
 
 @dataclass
@@ -58,6 +75,7 @@ class Running:
     batch: list | None = None  # the invocations released together with this one (itself included)
     parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
     wrapper: str = ""
+    wrapper_log: str = ""  # where the wrapper's own messages go (strace_apart), "" when it has no log
     ended_by: str = ""  # why clirace stopped it, when it did so on purpose (not at a deadline)
     _out: list = field(default_factory=lambda: [bytearray(), [0]])
     _err: list = field(default_factory=lambda: [bytearray(), [0]])
@@ -164,7 +182,20 @@ class Running:
             stdout=_text(self._out[0]), stderr=_text(self._err[0]),
             stdout_bytes=self._out[1][0], stderr_bytes=self._err[1][0], timed_out=self.timed_out,
             wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
+            wrapper_said=_said(self.wrapper_log),
         )
+
+
+def _said(log: str) -> str:
+    """The end of what a wrapper wrote to its own log (strace's warnings), "" without one."""
+    if not log or log == os.devnull:
+        return ""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - WRAPPER_SAID_CAP))
+            return _text(bytearray(handle.read(WRAPPER_SAID_CAP)))
+    except OSError:
+        return ""
 
 
 def describe_wrapper(wrap) -> str:
@@ -301,12 +332,13 @@ class Launcher:
             prefix = (SH, "-c", _BARRIER_INTO, self.cgroup)
         elif self.cgroup:
             join = _joiner(self.cgroup)
+        apart, log = strace_apart(wrap)
         try:
             # A parallel batch goes without the parent-death signal: preexec_fn forces a fork of this whole
             # interpreter per start, which would triple the batch's launch time; its processes are ended by the
             # run's watchdog instead.
             dies = None if parked else die_with_parent()
-            proc = subprocess.Popen([*prefix, *wrap, *argv], env=env, cwd=self.cwd, start_new_session=True,
+            proc = subprocess.Popen([*prefix, *apart, *argv], env=env, cwd=self.cwd, start_new_session=True,
                                     preexec_fn=_chain(join, dies, take_terminal), **streams)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
@@ -321,6 +353,7 @@ class Launcher:
         running = Running(label, list(argv), {**self.env_changes, **(extra_env or {})}, self.cwd, proc, self.clock0,
                           marker=marker, parked=parked, terminal=terminal)
         running.wrapper = describe_wrapper(wrap) or ("on a pseudo-terminal (stdout and stderr merged)" if pty else "")
+        running.wrapper_log = log
         _Pump.shared().add(running)
         return running
 

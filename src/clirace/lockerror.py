@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from functools import lru_cache
+from typing import Any
 
 import jsonschema
 
 from .catalogue import lock_held_schema
-from .history import Invocation
+from .history import OUTPUT_CAP, Invocation
 from .vocab import CONFLICT_CODES
 
 _DECODER = json.JSONDecoder()
@@ -32,6 +34,8 @@ class PrintedError:
     def structured(self) -> bool:
         return self.error is not None and not self.problems
 
+    cut: str = ""  # set when what was kept of the output was cut short: "stdout (10485760 bytes)"
+
     @property
     def says_lock_held(self) -> bool:
         """It is a structured refusal of the change: LOCK_HELD, or CONCURRENT_MODIFICATION (which code: `code`)."""
@@ -41,27 +45,75 @@ class PrintedError:
     def code(self) -> str:
         return str((self.error or {}).get("code"))
 
+    @property
+    def undecidable(self) -> bool:
+        """No LOCK_HELD error in what was kept, but the output was cut: the rest may have held one, so nothing
+        about its structure can be decided (evidence cut short decides nothing it could not decide whole)."""
+        return bool(self.cut) and not self.says_lock_held
+
 
 def succeeded(inv: Invocation) -> bool:
     """It exited 0 and did not report LOCK_HELD. A LOCK_HELD printed with exit status 0 is a refusal with a
     lying status (CR203 says so), not a success whose effect went missing: counting it as one would turn a
     level-1 defect into silent corruption."""
-    return inv.ok and not find_error(inv.stdout, inv.stderr).says_lock_held
+    printed = inv.stdout + inv.stderr
+    return inv.ok and not (any(code in printed for code in CONFLICT_CODES)
+                           and find_error(inv.stdout, inv.stderr).says_lock_held)
 
 
-def json_objects(text: str):
-    stripped = text.strip()
-    try:
-        whole = json.loads(stripped)
-        if isinstance(whole, dict):
-            yield whole
-            return
-    except ValueError:
-        pass
-    for match in re.finditer(r"\{", text):
+MAX_DESCENT = 8
+MAX_SCANNED = 1 << 20  # characters of one stream looked at: a history clirace wrote keeps 64 KiB of each  # levels of an unparseable object looked into for objects inside it (`Error: {not json {...}}`)
+_SPECIAL = re.compile(r'[{}"\\]')
+
+
+_Span = tuple[int, int, list]  # start, end, the closed {...} directly inside
+
+
+def json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects printed in `text`, outermost first: a target's output is untrusted, so one pass finds the
+    balanced braces (no parse from every `{`, quadratic on a line of them), each outermost one is parsed once,
+    and only one that does not parse (30,000 `{"a":` exhaust the parser's recursion: caught) is looked into,
+    at most MAX_DESCENT levels deep, for whole objects inside it. What closes inside a brace that never
+    closes stands on its own."""
+    text = text[:MAX_SCANNED]
+    yield from _parsed(text, _outermost(text), 0)
+
+
+def _outermost(text: str) -> list[_Span]:
+    """The balanced {...} not inside another balanced one, braces within JSON strings aside; those inside a
+    brace that never closes count as outermost. (Plain ints and lists: a line of a million `{` stays cheap.)"""
+    starts: list[int] = []  # the braces open now
+    inners: list[list[_Span]] = []  # for each, the spans closed directly inside it
+    roots: list[_Span] = []
+    in_string = False
+    pos = 0
+    while (match := _SPECIAL.search(text, pos)) is not None:
+        char, pos = match.group(), match.end()
+        if in_string:
+            if char == "\\":
+                pos += 1  # the escaped character, whatever it is
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = bool(starts)  # quotes in plain text around the JSON open no string
+        elif char == "{":
+            starts.append(match.start())
+            inners.append([])
+        elif char == "}" and starts:
+            span = (starts.pop(), pos, inners.pop())
+            (inners[-1] if inners else roots).append(span)
+    for inner in inners:  # never closed: what closed inside it stands on its own
+        roots.extend(inner)
+    return sorted(roots)
+
+
+def _parsed(text: str, spans: list[_Span], descent: int) -> Iterator[dict[str, Any]]:
+    for start, end, inner in spans:
         try:
-            obj, _ = _DECODER.raw_decode(text, match.start())
-        except ValueError:
+            obj = json.loads(text[start:end])
+        except (ValueError, RecursionError):
+            if descent < MAX_DESCENT:
+                yield from _parsed(text, inner, descent + 1)
             continue
         if isinstance(obj, dict):
             yield obj
@@ -81,6 +133,15 @@ def find_error(stdout: str, stderr: str) -> PrintedError:
     best = next((c for c in candidates if c.error.get("code") in CONFLICT_CODES), candidates[0])
     best.problems = _problems(best.error)
     return best
+
+
+def printed_error(inv: Invocation) -> PrintedError:
+    """find_error on what the invocation printed, noting a stream the history kept only the start of."""
+    printed = find_error(inv.stdout, inv.stderr)
+    printed.cut = ", ".join(f"{name} ({max(total, len(kept))} bytes)" for name, total, kept in (
+        ("stdout", inv.stdout_bytes, inv.stdout), ("stderr", inv.stderr_bytes, inv.stderr))
+        if total > OUTPUT_CAP or len(kept) > MAX_SCANNED)
+    return printed
 
 
 @lru_cache(maxsize=1)

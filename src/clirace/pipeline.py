@@ -12,12 +12,15 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import __version__, observe, registry, services
+from .plan import plan
 from .checks import reference
 from .checks._observed import observed_lines
-from .errors import SpecError
+from .checks._plan import gaps
+from .errors import InternalError, SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound
 from .rubric import Criterion, Score, criteria, load_section, score
@@ -27,6 +30,7 @@ from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from .scenarios._box import shared_between_sandboxes
 from .spec import Spec
 from .validate import coverage
+from .vocab import Failure
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Result:
     observed_lines: list[str] = field(default_factory=list)
     gate: Any = None  # gate.Gate, once a command evaluated it with the user's options (reports show it)
     comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
+    unfinished: list[str] = field(default_factory=list)  # planned experiments without all their records, and why
 
     def replay(self, check: str | None = None) -> str:
         """The command that runs this check again with every choice the same (seed and options)."""
@@ -98,6 +103,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
+    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
@@ -105,20 +111,40 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
                            strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox,
                            confidence=options.confidence, rate=options.rate),
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
-                                parallel=parallel))
+                                parallel=parallel),
+        plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
     services.require(spec, [c.criterion for c in coverage(spec, (usable, why), servers=False) if c.testable])
+    step = [""]  # the last progress line: where an interrupt landed
+
+    def say(text: str) -> None:
+        step[0] = text
+        if progress:
+            progress(text)
+
+    started = time.monotonic()
+    try:
+        _launch(spec, options, history, Context(spec, seed, Path(), rounds=rounds, parallel=parallel,
+                                                budget=options.budget, keep=options.keep, strace=usable,
+                                                strace_note=why, progress=say, only=options.only,
+                                                trials=history.trials), wanted)
+    except BaseException as exc:
+        history.stopped = _stopped_by(exc, step[0])
+        raise
+    result = judge(history)
+    result.seconds = time.monotonic() - started
+    result.kept = history.kept
+    return result
+
+
+def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted: set[str]) -> None:
+    """Stages 3-4: every wanted scenario, in order, its records added to `history` as each trial ends."""
     sigint_before = _children_get_default_sigint()
     sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
-    workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
+    workdir = ctx.workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
     how, note = isolation(workdir)
     history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)
-    ctx = Context(spec, seed, workdir, rounds=rounds, parallel=parallel, budget=options.budget, keep=options.keep,
-                  strace=usable,
-                  strace_note=why, progress=progress, only=options.only, trials=history.trials)
-    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
-    started = time.monotonic()
     try:
         ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
         if ctx.services is not None:
@@ -144,10 +170,6 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
         if options.keep:
             history.kept = str(workdir)  # where they are, also when the run is interrupted
         history.not_removed = tuple(dict.fromkeys(not_removed))
-    result = judge(history)
-    result.seconds = time.monotonic() - started
-    result.kept = history.kept
-    return result
 
 
 def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
@@ -159,6 +181,13 @@ def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
         else:
             stages.append((name,))
     return stages
+
+
+def _stopped_by(exc: BaseException, step: str) -> str:
+    """Why the run ended before its plan was done, for the history (and so for every later judgement of it)."""
+    how = {"KeyboardInterrupt": "interrupted (Ctrl-C)", "Terminated": "terminated (SIGTERM)"}.get(
+        type(exc).__name__, f"stopped by {'an error' if isinstance(exc, Exception) else type(exc).__name__}")
+    return f"{how} during {step!r}" if step else how
 
 
 def _lock_shared_by_sandboxes(history: History) -> str | None:
@@ -180,7 +209,7 @@ def _guarded(name: str) -> Callable[[Context], None]:
         try:
             SCENARIOS[name](ctx)
         except Exception as exc:  # noqa: BLE001
-            ctx.trials.append(NotRun(name=name, experiment=name, error=(
+            ctx.trials.append(NotRun(name=name, experiment=name, failed_by=Failure.CLIRACE, error=(
                 f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
                 "bug in clirace, please report it")))
     return scenario
@@ -188,8 +217,16 @@ def _guarded(name: str) -> Callable[[Context], None]:
 
 def _refuse_a_spec_the_tool_does_not_fit(spec: Spec, history: History) -> None:
     """A workload whose invariant fails when its commands run alone is a spec error, not a finding: say so
-    before anything runs in parallel."""
-    wrong = [p for p in reference.problems(history) if p.spec]
+    before anything runs in parallel (exit 2). clirace's own failure in a reference run is no spec error: it is
+    a bug, reported as one (exit 3, naming the trial). The tool's failure alone leaves its workload undecided."""
+    found = reference.problems(history)
+    ours = next((p for p in found if p.failure is Failure.CLIRACE), None)
+    failed = history.not_run(registry.REFERENCE)
+    if ours is not None or (failed is not None and failed.error):
+        where = f"in the reference run {ours.trial} ({ours.workload})" if ours else "in the reference runs"
+        said = ours.message if ours else failed.error  # type: ignore[union-attr]
+        raise InternalError(f"clirace failed {where}, before any parallel round: {said}")
+    wrong = [p for p in found if p.spec]
     if wrong:
         said = "; ".join(f"{p.workload}: {p.message}" for p in wrong)
         raise SpecError(f"the spec does not fit the tool: run alone, before any parallel round, {said}.",
@@ -237,4 +274,11 @@ def judge(history: History) -> Result:
     if history.not_removed:
         result.notes.append(f"clirace could not remove {len(history.not_removed)} of the files and folders it made; "
                             f"remove them by hand: {'; '.join(history.not_removed)}.")
+    result.unfinished = [gap.message() for gap in gaps(history)]
+    result.interrupted = result.interrupted or bool(history.stopped)
+    if history.stopped:
+        result.notes.append(f"Interrupted: this is a partial result; the run was {history.stopped}. Criteria whose "
+                            "experiments did not all finish are undecided.")
+    if result.unfinished:
+        result.notes.append(f"Not run to the end: {'; '.join(result.unfinished)}.")
     return result

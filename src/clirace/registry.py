@@ -12,6 +12,7 @@ from functools import cached_property
 
 from .catalogue import load_section, rules
 from .checks import REGISTRY
+from .checks._plan import gaps, held_to_plan
 from .findings import UNKNOWN, Verdict
 from .history import History
 
@@ -74,11 +75,13 @@ def scenarios_for(only: tuple[str, ...]) -> set[str]:
 
 
 def judge_all(history: History) -> dict[str, Verdict]:
-    """Every check's verdict; a check that raises is reported as unknown with the error, never aborting the run."""
+    """Every check's verdict; a check that raises is reported as unknown with the error, never aborting the run,
+    and one whose planned records are missing (history.plan) is undecided (checks/_plan.py)."""
     verdicts = {}
+    missing = gaps(history)  # what the plan promised and the history lacks: undecided, never passed
     for check_id, experiment in EXPERIMENTS.items():
         try:
-            verdicts[check_id] = experiment.judge(history)
+            verdicts[check_id] = held_to_plan(experiment.judge(history), history, missing)
         except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
             verdicts[check_id] = Verdict(check_id, UNKNOWN, f"the check itself failed ({type(exc).__name__}: {exc}); "
                                          "this is a bug in clirace, please report it")

@@ -88,3 +88,11 @@ class EventKind(_Word):
 # The codes of a structured refusal: a lock held (§15), or a write refused because the state changed since it was
 # read (optimistic concurrency, §58). Both carry retry_after_ms and are judged alike.
 CONFLICT_CODES = ("LOCK_HELD", "CONCURRENT_MODIFICATION")
+
+
+class Failure(_Word):
+    """Whose failure kept a trial from finishing (history `Trial.failure`): the three kinds are judged apart."""
+    TOOL = "tool"  # the target did not get through it (hung, crashed, never held its lock): could not decide
+    SPEC = "spec"  # the spec does not fit the tool (its setup fails in a fresh sandbox): exit 2 before any round
+    CLIRACE = "clirace"  # clirace itself failed (a bug, or a limit of this machine): exit 3 in a reference run
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM stopped the run in the middle of the trial

@@ -9,7 +9,7 @@ from clirace.rubric import load_section
 
 from ..conftest import FIXTURES, ROOT, run_clirace
 
-SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"  # vendored: tests/data/README.md
 IDS = [c["id"] for level in load_section("s15")["levels"] for c in level.get("criteria", [])]
 
 

@@ -15,7 +15,7 @@ from ..conftest import FIXTURES, ROOT
 from .hostile import hostile_history
 
 LEVEL3 = FIXTURES / "level3" / "clirace.yaml"
-SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"  # vendored: tests/data/README.md
 
 
 def line_of(path, prefix: str) -> int:

@@ -1,10 +1,11 @@
 """Lock checks on literal histories: what counts as a structured LOCK_HELD error, release, and bounded waits."""
+import dataclasses
 import json
 
 import pytest
 
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
-from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun
+from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun, Watched
 from clirace.lockerror import find_error
 from clirace.vocab import EventKind, HoldMode, Way
 
@@ -204,3 +205,68 @@ def test_a_tool_that_never_waits_is_judged_on_its_prompt_answer():
     assert v.status == "pass" and "never waits" in v.summary
     v = lock_wait.check(history(conflict(inv("contender", 1, stderr="busy")), declared))
     assert [f.code for f in v.findings] == ["CR402"]
+
+
+# --- time judged against the tool itself -------------------------------------------------------------------
+
+def timed(contender, *, waiting=False, cpu=0.0, states=("S",), round_=0):
+    """A conflict whose contender had 5 s + 0.5 s alone to answer, then 2.5 s more, watched when still running."""
+    trial = conflict(contender, while_held="waiting" if waiting else "exited")
+    watched = Watched(seconds=2.5, cpu_seconds=cpu, states=states, sleeping_in=("do_nanosleep",)) if waiting else None
+    return dataclasses.replace(trial, round=round_, alone=0.5, window=5.5, follow=2.5, watched=watched,
+                               events=tuple(dataclasses.replace(e, at=8.0) if e.kind is EventKind.RELEASED else e
+                                            for e in trial.events))
+
+
+def test_a_contender_still_running_is_waiting_only_when_idle():
+    idle = history(timed(inv("contender", 0, ended=8.3), waiting=True, cpu=0.01))
+    v = lock_excludes.check(idle)
+    assert v.status == "pass" and "5.5 s and 2.5 s more" in v.summary and "asleep in do_nanosleep" in v.summary
+    assert [f.code for f in lock_structured.check(idle).findings] == ["CR207"]
+    busy = history(timed(inv("contender", 0, ended=8.3), waiting=True, cpu=2.0, states=("R",)))
+    v = lock_excludes.check(busy)
+    assert v.status == "unknown" and "working, not waiting" in v.summary
+
+
+def test_a_slow_contender_answering_within_its_own_time_is_prompt_and_an_unlocked_one_is_caught():
+    slow_but_locked = history(timed(inv("contender", 4, stdout=ENVELOPE, ended=5.2)))  # > prompt, < prompt + alone
+    assert lock_excludes.check(slow_but_locked).status == "pass"
+    assert lock_structured.check(slow_but_locked).status == "pass"
+    slow_unlocked = history(timed(inv("contender", 0, ended=5.2)))
+    assert [f.code for f in lock_excludes.check(slow_unlocked).findings] == ["CR201"]
+
+
+def test_an_answer_after_its_window_is_recorded_and_named_late():
+    late = history(timed(inv("contender", 1, stderr="Error: database is locked", ended=6.1)),
+                   timed(inv("contender", 1, stderr="Error: database is locked", ended=6.2), round_=1))
+    assert lock_excludes.check(late).status == "pass"
+    v = lock_structured.check(late)
+    assert [f.code for f in v.findings] == ["CR213"]
+    assert "answered only after 6.1s (exit 1: stderr: Error: database is locked)" in v.summary
+    assert "past the 5.5s it had to answer (prompt 5s plus 0.5s, its time alone)" in v.summary
+    assert "the same in a second run" in v.findings[0].evidence.found
+
+
+def test_two_runs_that_disagree_on_a_timing_outcome_are_flaky_not_a_verdict():
+    flaky = history(timed(inv("contender", 1, stderr="locked", ended=6.1)),
+                    timed(inv("contender", 1, stderr="locked", ended=1.0), round_=1))
+    for check in (lock_excludes, lock_structured):
+        v = check.check(flaky)
+        assert v.status == "unknown" and v.summary.startswith("flaky: the contender answered only after"), v
+
+
+def test_release_passes_only_on_a_record_of_every_way_the_holder_must_end():
+    only_kill = [t for t in all_released() if t.way is Way.SIGKILL]
+    v = lock_release.check(history(*only_kill))
+    assert v.status == "unknown" and "no record of the holder ending by normal, error, sigint, sigterm" in v.summary
+
+
+def test_a_holder_outliving_its_signal_wait_once_in_two_runs_is_flaky():
+    stuck = release("sigterm", None, 0, signal=9, timed_out=True)
+    ended = release("sigterm", None, 0, signal=15)
+    trials = [t for t in all_released() if t.way is not Way.SIGTERM]
+    v = lock_release.check(history(*trials, stuck, dataclasses.replace(ended, round=1)))
+    assert v.status == "unknown" and "sigterm: flaky" in v.summary
+    v = lock_release.check(history(*trials, stuck, dataclasses.replace(stuck, round=1)))
+    (stuck_twice,) = [f for f in v.findings if not f.advisory]
+    assert stuck_twice.code == "CR305" and "second run" in stuck_twice.evidence.found

@@ -61,6 +61,8 @@ EXAMPLES = {
     "CR207": lambda: history(lock.conflict(inv("contender", 0), while_held="waiting")),
     "CR208": lambda: history(lock.conflict(inv("contender", 4, stdout=lock.ENVELOPE),
                                            retries=[inv("retry-1", 4, stdout=lock.ENVELOPE)])),
+    "CR213": lambda: history(dataclasses.replace(lock.conflict(inv("contender", 4, stdout=lock.ENVELOPE, ended=6.2)),
+                                                 window=5.05, alone=0.05, follow=2.5)),
     "CR301": lambda: release_history(Way.NORMAL, lock.release("normal", 0, 1)),
     "CR302": lambda: release_history(Way.ERROR, lock.release("error", 3, 1)),
     "CR303": lambda: release_history(Way.SIGINT, lock.release("sigint", None, 1, signal=2)),

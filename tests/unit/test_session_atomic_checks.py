@@ -1,4 +1,5 @@
 """Session isolation and atomic config checks on literal histories."""
+import json
 import dataclasses
 
 from clirace.checks import atomic_config, session
@@ -124,9 +125,11 @@ def killed(after, old='{"a": "1"}', point="its first write to the config file"):
                         events=(event(EventKind.KILL_INJECTED, 0.01, "killed-writer"),))
 
 
-def sampled(bad=0):
+def sampled(bad=0, samples=500, contents=2):
     torn = (Sample('{"a": ', bad),) if bad else ()
-    return ConfigSampled(name="sampled", samples=500, distinct=(Sample('{"a": "1"}', 500 - bad), *torn))
+    seen = tuple(Sample(json.dumps({"a": "1", **{f"s{n}": "v" for n in range(n)}}), (samples - bad) // contents)
+                 for n in range(contents))
+    return ConfigSampled(name="sampled", samples=samples, distinct=(*seen, *torn))
 
 
 def test_atomic_pass_when_old_or_new_whole():
@@ -188,3 +191,40 @@ def test_a_kill_that_landed_elsewhere_is_undecided_never_a_pass():
     assert v.status == "unknown" and "landed on write of /sb/home/.config/t/audit.log" in v.summary
     right = log.replace("audit.log", "config.json")
     assert atomic_config.check(history(sampled(), dataclasses.replace(meant, kill_log=right))).status == "pass"
+
+
+def test_atomic_needs_enough_samples_and_a_config_seen_to_change():
+    for thin in (sampled(samples=5), sampled(contents=1)):
+        v = atomic_config.check(history(thin, killed('{"a": "1"}')))
+        assert v.status == "unknown", thin
+        assert f"at least {atomic_config.MIN_SAMPLES} samples and the config seen to change" in v.summary
+
+
+def test_atomic_needs_a_landed_kill_on_each_kind_of_kill_point_found():
+    rename = KillPoint("rename", 1, "rename #1 onto config.json")
+    found = KillPointsFound(points=(KillPoint("write", 1, "its first write to the config file"), rename))
+    never = WriterKilled(name="r", invocations=(inv("killed-writer", 0),), point=rename, key_path="{key}",
+                         old='{"a": "1"}', after='{"a": "1", "k": "v"}', key="k", value="v")
+    v = atomic_config.check(history(sampled(), found, killed('{"a": "1"}'), never))
+    assert v.status == "unknown" and "no kill landed on a rename onto the config" in v.summary
+    assert "kill points never reached: rename #1 onto config.json" in v.summary
+
+
+def test_a_writer_the_kill_never_reaches_is_undecided_not_passed():
+    point = KillPoint("write", 1, "its first write to the config file")
+    never = WriterKilled(name="w", invocations=(inv("killed-writer", 0),), point=point, key_path="{key}",
+                         old='{"a": "1"}', after='{"a": "1", "k": "v"}', key="k", value="v")
+    v = atomic_config.check(history(sampled(), KillPointsFound(points=(point,)), never))
+    assert v.status == "unknown" and "no kill landed on a write to a temp file beside it" in v.summary
+
+
+def test_a_config_too_large_to_judge_after_a_kill_decides_nothing():
+    v = atomic_config.check(history(sampled(), killed('{"a": "' + "x" * (1 << 20) + '"}')))
+    assert v.status == "unknown" and "too large to judge" in v.summary
+
+
+def test_a_pass_names_the_evidence_it_passed_on():
+    v = atomic_config.check(history(sampled(), killed('{"a": "1"}')))
+    assert v.status == "pass"
+    assert "500 samples during parallel writes (2 distinct contents)" in v.summary
+    assert "a kill landed on each kind of kill point (a write to a temp file beside it)" in v.summary

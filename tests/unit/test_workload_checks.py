@@ -276,3 +276,18 @@ def test_a_claim_killed_at_its_deadline_may_hold_an_unlisted_item():
     t = ClaimRound(invocations=(inv("claim-0", stdout="claimed a\n"), inv("claim-1", stdout="claimed b\n"), killed,
                                 inv("list-after", stdout="")), items=("a", "b", "c"), pattern=r"^claimed (\S+)$")
     assert claim.check(history(t)).status == "pass"
+
+
+def test_a_key_whose_read_back_never_answered_is_unknown_not_lost():
+    """Jepsen's set checker: never read is unknown. A get killed at its deadline, or refused by the lock, says
+    nothing about the key; a get that fails otherwise is the tool's answer (no such key)."""
+    ks = {"set-0": ("k0", "v0"), "set-1": ("k1", "v1")}
+    for silent in (inv("get-1", None, timed_out=True), inv("get-1", 4, stdout='{"error": {"code": "LOCK_HELD"}}')):
+        t = KeysRound(invocations=(inv("set-0"), inv("set-1"), inv("get-0", stdout="v0"), silent), keys=ks)
+        v = keys.check(history(t))
+        assert v.status == "unknown" and not v.findings, v
+        assert "1 key(s) could not be read back" in v.summary and "k1: get-1" in v.summary
+    lost = KeysRound(invocations=(inv("set-0"), inv("set-1"), inv("get-0", 1), inv("get-1", None, timed_out=True)),
+                     keys=ks)
+    v = keys.check(history(lost))
+    assert v.status == "fail" and v.findings[0].code == "CR111" and v.findings[0].args["keys"] == "k0"  # not k1

@@ -15,7 +15,7 @@ from ..findings import (
     Finding,
     Verdict,
 )
-from ..history import History, Invocation, Rendezvous, Trial, WorkloadRound
+from ..history import OUTPUT_CAP, History, Invocation, Rendezvous, Trial, WorkloadRound
 from ..lockerror import succeeded
 from ..vocab import Outcome
 from ._observed import describe
@@ -56,6 +56,12 @@ def _met(meeting: Rendezvous, labels: Iterable[str]) -> str:
             "before had ended")
 
 
+def cut_short(inv: Invocation, streams: str) -> str:
+    """The undecided summary for output the history kept only the start of, with no answer in that start."""
+    return (f"could not decide: {inv.label} ({inv.ending()}) printed more than the {OUTPUT_CAP // 1024} KiB of each "
+            f"stream kept ({streams}), and no LOCK_HELD error in what was kept: the rest may have held one")
+
+
 def one_line(value: object, limit: int = 200) -> str:
     text = " ".join(str(value).split())
     return text[:limit] + ("…" if len(text) > limit else "")
@@ -65,10 +71,17 @@ class Undecided(Exception):
     """Raised by a `judge_one` whose trial cannot decide the invariant: Undecided(reason, hint)."""
 
 
-def not_run_verdict(check_id: str, history: History, experiment: str) -> Verdict | None:
-    """The not-tested verdict when the experiment did not run (the record says why), else None."""
+UNPLANNED = "the run planned no experiment for it: the spec gives no way to exercise it"
+
+
+def not_run_verdict(check_id: str, history: History, experiment: str, unplanned: str = UNPLANNED,
+                    hint: str = "") -> Verdict | None:
+    """The not-tested verdict when the experiment did not run (a record says why) or was never planned (the
+    plan, written before anything ran, has nothing for this check: `unplanned` says why), else None."""
     skipped = history.not_run(experiment)
     if skipped is None:
+        if history.plan is not None and not any(check_id in p.checks for p in history.plan):
+            return Verdict(check_id, NOT_TESTED, unplanned, hint=hint)
         return None
     if skipped.error:
         return Verdict(check_id, UNKNOWN, f"could not decide: {skipped.error}")

@@ -9,6 +9,8 @@ from .. import patterns, placeholders
 from ..configfile import TooLarge, Unparseable, lookup, parse
 from ..findings import Finding
 from ..history import ClaimRound, CounterRound, KeysRound
+from ..lockerror import find_error
+from ..vocab import Outcome
 from ._common import Undecided, finding, read_back
 
 INTEGER = re.compile(r"-?\d+")
@@ -33,8 +35,27 @@ def read_counter(trial: CounterRound, label: str) -> int:
     return int(text)
 
 
+def unread(trial: KeysRound) -> dict[str, str]:
+    """key -> why its read-back says nothing about it: the read ended without an answer (timed out, killed) or
+    was refused by the tool's lock. Such a key is neither present nor lost: unknown (Jepsen's set checker: never
+    read is unknown). A read that failed otherwise is the tool's answer: the key is not there."""
+    out: dict[str, str] = {}
+    if trial.config is not None:
+        return out
+    for label, (key, _value) in {**trial.earlier, **trial.keys}.items():  # read back as in found_values
+        get = trial.invocation(f"get-{label.removeprefix('set-')}")
+        if get is None:
+            continue  # never read, because its writer failed: its key may be absent
+        if get.outcome is Outcome.UNKNOWN:
+            out[key] = f"{get.label} {get.ending()}"
+        elif not get.ok and find_error(get.stdout, get.stderr).says_lock_held:
+            out[key] = f"{get.label} was refused by the lock ({get.ending()}; {get.printed(80)})"
+    return out
+
+
 def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | None]:
-    """key -> value found afterwards (None if missing); or a finding when the config does not parse."""
+    """key -> value found afterwards (None if missing or unread: see `unread`); or a finding when the config
+    does not parse."""
     config = trial.config
     written = {**trial.earlier, **trial.keys}  # earlier-N is read back by get-earlier-N, set-N by get-N
     if config is None:

@@ -10,17 +10,25 @@ from typing import Any
 from .. import placeholders
 from ..configfile import TooLarge, Unparseable, lookup, parse
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
-from ..history import ConfigSampled, History, KeysRound, KillPointsFound, WriterKilled
+from ..history import ConfigSampled, History, KeysRound, KillPoint, KillPointsFound, WriterKilled
 from ..observe import parse_line
 from ..vocab import EventKind
 from ._common import finding, not_run_verdict
 from ._observed import summaries
 
 ID = "atomic-config-writes"
+# Evidence a pass needs. Readers: this many samples judged, and the config seen to change while they read (two
+# contents at least), else they never read during a write. Kills: one that landed where it was meant on each
+# kind of kill point the traced writer showed (a write to the config itself, to a temp file beside it, a rename
+# onto it), else that kind of crash was never tried.
+MIN_SAMPLES = 20
+MIN_CONTENTS = 2
+TOO_LARGE = "too large to judge"
 
 
 def kill_outcome(trial: WriterKilled, new: str | None = None) -> str | None:
-    """None if the file is the old or the new one, whole; else a description of what was left.
+    """None if the file is the old or the new one, whole; TOO_LARGE when that cannot be told; else a
+    description of what was left.
 
     The new one is the old one with the key set. Found by a query (a list entry, a database row), the key's
     entry cannot be taken out by path, so the new one is judged against `new`, the config a writer of the same
@@ -33,10 +41,13 @@ def kill_outcome(trial: WriterKilled, new: str | None = None) -> str | None:
     try:
         after = parse(trial.after, fmt)
     except TooLarge:
-        return None  # too large to tell: not a finding (the summary of the check says what it could judge)
+        return TOO_LARGE  # neither whole nor torn as far as clirace can tell: this kill decides nothing
     except Unparseable as exc:
         return f"unparseable ({exc})"
-    old = parse(trial.old, fmt)
+    try:
+        old = parse(trial.old, fmt)
+    except (TooLarge, Unparseable):  # no config before the write (or none clirace could read): only the key counts
+        old = type(after)() if isinstance(after, (dict, list)) else None
     if after == old:
         return None
     dotted = placeholders.expand(trial.key_path, {"key": trial.key})
@@ -125,19 +136,26 @@ def _in_place_advice(history: History) -> list[Finding]:
     return []
 
 
-def _torn(sampled: ConfigSampled) -> tuple[int, str, str]:
-    """(torn samples, the first torn text, why it did not parse); a missing file is torn for a reader."""
-    bad, first, why = sampled.missing, "", "the file did not exist" if sampled.missing else ""
+def _torn(sampled: ConfigSampled) -> tuple[int, str, int]:
+    """(torn samples, the first torn text, samples judged); a missing file is torn for a reader, one too large
+    to parse is neither torn nor whole (not judged)."""
+    bad, first, unjudged = sampled.missing, "", sampled.dropped
     for sample in sampled.distinct:
         try:
             parse(sample.text, sampled.format)
         except TooLarge:
-            continue  # too large to judge is not torn
-        except Unparseable as exc:
+            unjudged += sample.count
+        except Unparseable:
             bad += sample.count
-            if not first:
-                first, why = sample.text[:200], str(exc)
-    return bad, first, why
+            first = first or sample.text[:200]
+    return bad, first, sampled.samples - unjudged
+
+
+def kind_of(point: KillPoint) -> str:
+    """The kind of crash a kill point tries (MIN evidence is one landed kill of each kind found)."""
+    if point.call.startswith("rename"):
+        return "a rename onto the config"
+    return "a write to the config itself" if point.path else "a write to a temp file beside it"
 
 
 def check(history: History) -> Verdict:
@@ -150,24 +168,33 @@ def check(history: History) -> Verdict:
         return Verdict(ID, UNKNOWN, f"could not decide: {errored.error}")
     findings: list[Finding] = []
     notes = []
+    thin: list[str] = []  # evidence too thin to pass on
     for sample_trial in sampled:
-        bad, first, _why = _torn(sample_trial)
+        bad, first, judged = _torn(sample_trial)
+        contents = len(sample_trial.distinct)
         if bad:
             findings.append(finding("CR601", sample_trial, [i.label for i in sample_trial.labelled("set-")],
                                     "always parseable", f"{bad} torn samples", bad=bad, samples=sample_trial.samples,
                                     first=first))
+        elif judged < MIN_SAMPLES or contents < MIN_CONTENTS:
+            thin.append(f"the readers judged {judged} samples holding {contents} distinct content(s) during the "
+                        f"parallel writes; a pass needs at least {MIN_SAMPLES} samples and the config seen to "
+                        f"change ({MIN_CONTENTS} contents)")
         else:
-            notes.append(f"{sample_trial.samples} samples during parallel writes, none torn")
+            notes.append(f"{judged} samples during parallel writes ({contents} distinct contents), none torn")
     if found and not found[0].points:
         return Verdict(ID, UNKNOWN, f"could not decide: the config writer never wrote or renamed anything in "
                        f"{found[0].config_dir}", findings,
                        hint="Is workloads[keys].config.path the file the run command writes?")
-    killed: list[str] = []
+    killed: list[KillPoint] = []
     missed: list[str] = []
     misplaced: list[str] = []
     for trial in killed_trials:
         assert trial.point is not None
         state = kill_outcome(trial, found[0].after if found else None)
+        if state == TOO_LARGE:
+            misplaced.append(f"after the kill at {trial.point.name} the config was {TOO_LARGE}")
+            continue
         if state:
             findings.append(finding("CR602", trial, ["killed-writer"], "the old or the new config, whole", state,
                                     point=trial.point.name, state=state))
@@ -181,10 +208,14 @@ def check(history: History) -> Verdict:
             misplaced.append(f"the kill meant for {trial.point.name} landed on {call or 'an unknown call'}"
                              f"{' of ' + paths[0] if paths else ''}")
             continue
-        (killed if hit else missed).append(trial.point.name)
+        if hit:
+            killed.append(trial.point)
+        else:
+            missed.append(trial.point.name)
     findings.extend(_in_place_advice(history))
     if killed:
-        notes.append(f"writer killed at {len(killed)} points ({', '.join(killed)}): config whole each time")
+        notes.append(f"writer killed at {len(killed)} points ({', '.join(p.name for p in killed)}): config whole "
+                     "each time")
     if missed:
         notes.append(f"kill points never reached: {', '.join(missed)}")
     if any(not x.advisory for x in findings):
@@ -193,8 +224,21 @@ def check(history: History) -> Verdict:
         return Verdict(ID, UNKNOWN, f"could not decide: {misplaced[0]}", findings,
                        hint="The writer's threads write elsewhere between its config writes; kill points on the "
                             "config itself are counted on its path only, temp files beside it cannot be.")
+    if thin:
+        return Verdict(ID, UNKNOWN, f"could not decide: {thin[0]}", findings,
+                       hint="Check that the keys workload's run command writes workloads[keys].config.path.")
     untested = history.not_run("atomic-config/kill")
     if untested:
         return Verdict(ID, NOT_TESTED, "; ".join(notes) + f"; not tested: kills mid-write ({untested.why})", findings,
                        hint=untested.hint)
-    return Verdict(ID, PASS, "; ".join(notes), findings)
+    points = found[0].points if found else tuple(t.point for t in killed_trials if t.point is not None)
+    kinds = list(dict.fromkeys(map(kind_of, points)))
+    untried = [kind for kind in kinds if kind not in {kind_of(p) for p in killed}]
+    if untried or not killed:
+        return Verdict(ID, UNKNOWN, f"could not decide: no kill landed on {untried[0] if untried else 'any call'}; "
+                       f"a pass needs one on each kind of kill point found ({', '.join(kinds) or 'none'}); "
+                       + "; ".join(notes), findings,
+                       hint="The writer ran past the kill points its traced run showed: its writes differ from run "
+                            "to run (threads, buffering). Run again, or simplify what the keys workload's run writes.")
+    return Verdict(ID, PASS, "; ".join(notes) + f"; a kill landed on each kind of kill point ({', '.join(kinds)})",
+                   findings)

@@ -10,8 +10,8 @@ from ..history import ConfigSnapshot, History, KeysRound
 from ..lockerror import succeeded
 from ..vocab import ConfigFormat, Outcome
 from . import reference
-from ._common import finding, ok_count, parallel_rounds, verdict_over_rounds
-from ._read import found_values
+from ._common import Undecided, finding, ok_count, parallel_rounds, verdict_over_rounds
+from ._read import found_values, unread
 
 ID = "keys"
 Path = tuple[str, ...]
@@ -29,7 +29,8 @@ def judge_one(trial: KeysRound, dropped_alone: frozenset[Path] = frozenset()) ->
             written.append((label, key, value))
         elif inv is not None and inv.outcome is Outcome.UNKNOWN:
             maybe.append((label, key, value))
-    lost = [(label, key) for label, key, value in written if found.get(key) is None]
+    unknown = unread(trial)  # read back without an answer: neither present nor lost
+    lost = [(label, key) for label, key, value in written if found.get(key) is None and key not in unknown]
     out = []
     if lost:
         out.append(finding("CR111", trial, [label for label, _ in lost], f"{len(written)} keys present",
@@ -44,7 +45,13 @@ def judge_one(trial: KeysRound, dropped_alone: frozenset[Path] = frozenset()) ->
         held = found.get(key)
         if held is not None and (value not in held or any(v != value and v in held for v in values)):
             out.append(finding("CR112", trial, [label], value, held, key=key, found=held, wanted=value))
-    out.extend(_vanished(trial, found, [(key, found.get(key)) for _, key, _ in earlier], dropped_alone))
+    # An earlier key read back without an answer is unknown, like any other: never counted as gone.
+    out.extend(_vanished(trial, found, [(key, found.get(key)) for _, key, _ in earlier if key not in unknown],
+                         dropped_alone))
+    if unknown and not out:
+        key, why = next(iter(unknown.items()))
+        raise Undecided(f"{len(unknown)} key(s) could not be read back, so whether they are there is unknown "
+                        f"(e.g. {key}: {why})", "Check the keys workload's read command: run alone, it must answer.")
     return out
 
 

@@ -1,11 +1,11 @@
 """Structured lock error (level 2): a contender fails promptly, non-zero, with LOCK_HELD and retry_after_ms."""
 from __future__ import annotations
 
-from ..findings import FAIL, PASS, Verdict
+from ..findings import FAIL, PASS, UNKNOWN, Verdict
 from ..history import History
-from ..lockerror import advisories, find_error, succeeded
-from ._common import finding
-from ._lock import conflict_trial, contender_state
+from ..lockerror import advisories, printed_error, succeeded
+from ._common import cut_short, finding
+from ._lock import again, conflict_trial, contender_state, window
 
 ID = "lock-error-structured"
 
@@ -19,18 +19,28 @@ def check(history: History) -> Verdict:
     assert contender is not None
     labels = ["holder", "contender"]
     if state == "waiting":
-        f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting", seconds=f"{trial.prompt:g}")
+        f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting" + again(history),
+                    seconds=f"{window(trial) + trial.follow:g}")
+        return Verdict(ID, FAIL, f.message(), [f])
+    if state == "late":  # its own answer, recorded because it was followed past its window
+        f = finding("CR213", trial, labels, f"an answer within {window(trial):g}s", contender.printed(120)
+                    + again(history), elapsed=f"{contender.duration:.1f}", outcome=contender.ending(),
+                    printed=contender.printed(120), window=f"{window(trial):g}", prompt=f"{trial.prompt:g}",
+                    alone=f"{trial.alone or 0:.1f}")
         return Verdict(ID, FAIL, f.message(), [f])
     if state == "reached":
         f = finding("CR202", trial, labels, "a LOCK_HELD error", "no lock conflict at all",
                     outcome="it was never refused", printed="it read the state while the lock was held")
         return Verdict(ID, FAIL, f.message(), [f])
-    printed = find_error(contender.stdout, contender.stderr)
+    printed = printed_error(contender)
     advisory = [finding(code, trial, ["contender"], **args) for code, args in advisories(printed, contender.exit_code)]
     if contender.ok:
         code = "CR203" if printed.says_lock_held else "CR201"
         f = finding(code, trial, labels, "a non-zero exit", contender.ending(), how="ran and exited 0")
         return Verdict(ID, FAIL, f.message(), [f, *advisory])
+    if printed.undecidable:
+        return Verdict(ID, UNKNOWN, cut_short(contender, printed.cut),
+                       hint="Print the LOCK_HELD error first, or keep the contender's output under 64 KiB.")
     if printed.error is None:
         f = finding("CR202", trial, labels, "a JSON LOCK_HELD error", contender.printed(120),
                     outcome=contender.ending(), printed=contender.printed(120))

@@ -30,7 +30,7 @@ from ..history import (
     WorkloadRound,
 )
 from ..lockerror import succeeded
-from ..vocab import Outcome
+from ..vocab import Failure, Outcome
 from ._common import Undecided, ok_count, one_line, unknown_count
 from ._read import claimed_item, found_values, read_counter, remaining
 
@@ -41,10 +41,17 @@ MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed 
 
 @dataclass(frozen=True)
 class Problem:
-    """What the serial run showed: `spec` true for a spec error, false for "could not decide"."""
+    """What the serial run showed: by default the spec's misfit (a spec error, exit 2 before any parallel round);
+    with another `failure`, why it could not decide: the tool's (it hung or crashed alone), an interrupt, or
+    clirace's own (a bug: exit 3, naming `trial`)."""
     workload: str  # the workload's name, or "lock"
     message: str
-    spec: bool = True
+    failure: Failure = Failure.SPEC
+    trial: str = ""  # the record it comes from, named in clirace's own failure
+
+    @property
+    def spec(self) -> bool:
+        return self.failure is Failure.SPEC
 
 
 def serial(history: History, kind: type[WorkloadRound], workload: str) -> list[WorkloadRound]:
@@ -63,7 +70,7 @@ def problems(history: History) -> list[Problem]:
             continue
         # The sandbox's random path reads as {sandbox}, as in all evidence: the message is the same every run.
         found.extend(Problem(p.workload, p.message.replace(trial.sandbox, "{sandbox}") if trial.sandbox else p.message,
-                             p.spec) for p in mine)
+                             p.failure, f"{trial.KIND}: {trial.name} (round {trial.round + 1})") for p in mine)
     unique: dict[str, Problem] = {}
     for problem in found:
         unique.setdefault(problem.message, problem)
@@ -96,9 +103,8 @@ def _shown(inv: Invocation) -> str:
 
 def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
     name = trial.workload
-    if trial.error:  # a setup that fails in a fresh sandbox is the spec's; anything else could not decide
-        return [Problem(name, f"run alone, it could not be carried out: {trial.error}",
-                        spec=trial.error.startswith("setup command"))]
+    if trial.failure is not None:  # a setup that fails in a fresh sandbox is the spec's; the rest could not decide
+        return [Problem(name, f"run alone, it could not be carried out: {trial.error}", trial.failure)]
     runs = [inv for inv in trial.invocations if inv.label.split("-")[0] in RUN_LABELS]
     others = [inv for inv in trial.invocations if inv.label.split("-")[0] not in RUN_LABELS]
     # A read, add or list that ended without saying leaves nothing to compare with. A run that did is a bound
@@ -106,7 +112,7 @@ def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
     unsaid = _ended_unsaid(others) or (None if any(succeeded(i) for i in runs) else _ended_unsaid(runs))
     if unsaid is not None:
         return [Problem(name, f"run alone, {_shown(unsaid)} ended without saying whether it did its work, so "
-                        "its parallel runs cannot be judged either", spec=False)]
+                        "its parallel runs cannot be judged either", Failure.TOOL)]
     failed = next((inv for inv in trial.invocations if inv.outcome is not Outcome.UNKNOWN and not succeeded(inv)),
                   None)
     if failed is not None and not (isinstance(trial, ClaimRound) and failed.label == "list-after"):
@@ -298,11 +304,14 @@ def _outputs(history: History, trial: OutputRound) -> list[Problem]:
 
 def _alone_problems(trial: Alone) -> list[Problem]:
     inv = trial.invocation("alone")
-    if trial.error or inv is None:
-        return [Problem("lock", f"lock.{trial.command} could not be run alone: {trial.error}")]
+    if trial.failure is not None:
+        return [Problem("lock", f"lock.{trial.command} could not be run alone: {trial.error}", trial.failure)]
+    if inv is None:
+        return [Problem("lock", f"lock.{trial.command} was not run alone (the record has no invocation)",
+                        Failure.CLIRACE)]
     if inv.outcome is Outcome.UNKNOWN:
         return [Problem("lock", f"lock.{trial.command} run alone on fresh state {_shown(inv)} ended without saying "
-                        "whether it did its work", spec=False)]
+                        "whether it did its work", Failure.TOOL)]
     if trial.command == "contender" and not succeeded(inv):
         return [Problem("lock", f"lock.contender fails when run alone on fresh state: {_shown(inv)}; it must be a "
                         "mutating command that succeeds when nothing holds the lock")]

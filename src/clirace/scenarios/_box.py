@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import observe, placeholders, safefs
-from ..history import Event, FileOp, Invocation, NotRun, Trial
+from ..plan import lock_commands_alone, workloads_for
+from ..history import Alone, Event, FileOp, Invocation, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
-from ..spec import OwnCommand, Spec
-from ..vocab import EventKind
+from ..spec import OwnCommand, Spec, Workload
+from ..vocab import EventKind, Failure
 
 
 def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
@@ -35,7 +36,12 @@ def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
 
 
 class TrialFailed(Exception):
-    """The trial could not be carried out (setup failed, a holder never became ready): its outcome is unknown."""
+    """The trial could not be carried out (setup failed, a holder never became ready): its outcome is unknown.
+    `failure` says whose failure it was: the tool's unless said otherwise (a setup that fails is the spec's)."""
+
+    def __init__(self, message: str, failure: Failure = Failure.TOOL):
+        super().__init__(message)
+        self.failure = failure
 
 
 @dataclass
@@ -53,9 +59,25 @@ class Context:
     progress: Callable[[str], None] | None = None
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
+    earlier: list[Trial] = field(default_factory=list)  # the records before a side-by-side stage began
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
     not_removed: list[str] = field(default_factory=list)  # what clirace could not remove, "PATH: why" (shared)
     services: Any = None  # services.Services: the servers the spec declares, each trial given its own state
+
+    @property
+    def workloads(self) -> list[Workload]:
+        return workloads_for(self.spec, self.only)
+
+    @property
+    def lock_commands_alone(self) -> bool:
+        return lock_commands_alone(self.only)
+
+    def alone_seconds(self, command: str) -> float | None:
+        """How long lock.`command` took run alone on fresh state (the longest of its reference runs), the
+        tool's own measure of its time on this machine at this load; None without a reference run."""
+        runs = [inv.duration for t in (*self.earlier, *self.trials) if isinstance(t, Alone) and t.command == command
+                and not t.error for inv in t.invocations if inv.label == "alone"]
+        return max(runs) if runs else None
 
     @property
     def input_token(self) -> str:
@@ -71,7 +93,8 @@ class Context:
         import threading
 
         errors: list[BaseException] = []
-        own = [dataclasses.replace(self, trials=[], sweeping=False) for _ in experiments]
+        own = [dataclasses.replace(self, trials=[], earlier=[*self.earlier, *self.trials], sweeping=False)
+               for _ in experiments]
 
         def guarded(experiment: Callable[[Context], None], ctx: Context) -> None:
             try:
@@ -109,25 +132,27 @@ class Context:
         box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"), served)
         box.round = round_
         box.unusable = sandbox.tampered()  # the target of an earlier trial replaced the run folder
-        error = None
+        error, failure = None, None
         try:
             try:
-                if broken:
-                    raise TrialFailed(broken)
+                if broken:  # the trial's own server did not start: the machine's doing, not the spec's
+                    raise TrialFailed(broken, Failure.CLIRACE)
                 box.setup()
                 if setup:
                     box.setup(setup)
             except TrialFailed as exc:
                 # A generator context manager must yield once: the body gets a box whose first command raises.
+                # A setup that fails in a fresh sandbox is the spec's: it asks for what the tool does not do.
                 error = box.unusable = str(exc)
+                failure = exc.failure if broken else Failure.SPEC
             yield box
         except TrialFailed as exc:
-            error = error or str(exc)
+            error, failure = (error, failure) if error else (str(exc), exc.failure)
         except Exception as exc:  # noqa: BLE001 - one experiment's failure must not sink the run
-            error = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug in "
-                     "clirace or a limit of this machine, please report it")
+            error, failure = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug "
+                              "in clirace or a limit of this machine, please report it"), Failure.CLIRACE
         except BaseException:  # Ctrl-C, SIGTERM: the trial is incomplete and must not be judged
-            error = "interrupted before the trial finished"
+            error, failure = "interrupted before the trial finished", Failure.INTERRUPTED
             raise
         finally:
             box.end_all()
@@ -137,7 +162,8 @@ class Context:
                 end_adopted()  # a daemon that shed the marker (cleared its environment), adopted by the CLI
             error = sandbox.tampered() or error  # the target's doing voids whatever the trial saw
             self.trials.append(record(name=name, round=round_, invocations=tuple(box.invocations),
-                                      events=tuple(box.events), error=error, sandbox=str(root), **box.fields))
+                                      events=tuple(box.events), error=error, failed_by=failure, sandbox=str(root),
+                                      **box.fields))
             box.close()
             if self.keep:
                 sandbox.let_go()
@@ -194,15 +220,6 @@ class Box:
         name = f"trace-{secrets.token_hex(8)}"  # a name nobody can plant a link at in advance
         safefs.mkdirs(self.sandbox.private, name, 0o700)
         return safefs.open_dir(self.sandbox.private, name)
-
-    def own_file(self, name: str) -> Path:
-        """A new, empty file of clirace's own (a kill log strace writes), created O_EXCL|O_NOFOLLOW under a random
-        name in the private folder, and named through clirace's fd on it: strace opens that, not a path anyone
-        could replace."""
-        stem, dot, suffix = name.partition(".")
-        unique = f"{stem}-{secrets.token_hex(8)}{dot}{suffix}"
-        return self._through_fd(lambda: safefs.open_at(self.sandbox.private, unique,
-                                                       os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
 
     def _through_fd(self, opener: Callable[[], int]) -> Path:
         try:

@@ -8,6 +8,7 @@ whether it is the old or the new one, whole.
 """
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import threading
 import time
@@ -53,7 +54,9 @@ def run(ctx: Context) -> None:
             box.fields["config_path"] = str(path)
             _seed(box, workload)
             box.fields["old"] = read_config(box, path, workload.config.format)[0] or ""
-            log = box.own_file("kill.log")  # created by clirace, handed to strace through clirace's fd on it
+            # In the trial's private trace folder (reached through clirace's fd on it) under a name nobody can
+            # guess, beside which strace's own messages get their log (launch.strace_apart).
+            log = box.trace_dir / f"kill-{secrets.token_hex(8)}.log"
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
             box.run("killed-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",

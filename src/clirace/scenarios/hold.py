@@ -21,7 +21,7 @@ import stat
 import time
 from pathlib import Path
 
-from .. import patterns, procfs, safefs, stopper
+from .. import patterns, procfs, safefs, stopper, timing
 from ..services import ServerError
 from ..history import Invocation
 from ..launch import Running
@@ -37,10 +37,11 @@ class Holder:
     """The interface every strategy keeps; see the module docstring."""
     tool_holds = True  # the tool itself is the holder (so its release can be tested)
 
-    def __init__(self, box: Box, pty: bool = False):
+    def __init__(self, box: Box, pty: bool = False, longest: float = 0.0):
         self.box = box
         self.spec: HoldSpec = box.spec.lock.hold  # type: ignore[union-attr]
         self.pty = pty
+        self.longest = longest  # the longest the trial may keep it holding before it lets go (0: the defaults)
         self.running: Running | None = None
         self.invocation: Invocation | None = None
         io = box.sandbox.root / "io"
@@ -138,7 +139,7 @@ class CommandHold(Holder):
     def hold_seconds(self) -> float:
         lock = self.box.spec.lock
         assert lock is not None
-        return lock.prompt + lock.wait + 5
+        return max(lock.prompt + lock.wait, self.longest) + 5
 
     def release_wait(self) -> float:
         # A hook that only knows {hold_seconds} ends by itself then: its release may take that long.
@@ -154,7 +155,12 @@ class CommandHold(Holder):
         assert self.spec.ready is not None and self.running is not None
         kind, value = self.spec.ready
         if kind is ReadyKind.DELAY:
+            # The spec's delay was measured on its author's machine: on a loaded one the hook may still be starting.
+            # So after it, wait (as long again at most) until the hook is asleep with its CPU still: waiting,
+            # holding its lock, not working its way towards it.
             time.sleep(float(value))  # type: ignore[arg-type]
+            timing.settle(lambda: procfs.group(self.running.pid) if self.alive() else [],  # type: ignore[union-attr]
+                          time.monotonic() + float(value))  # type: ignore[arg-type]
             if not self.alive():
                 self._not_ready("it exited during the ready delay")
             return
@@ -186,8 +192,8 @@ class CommandHold(Holder):
 class ParkHold(Holder):
     """A real invocation parked on a named pipe put where it reads its state (after taking its lock)."""
 
-    def __init__(self, box: Box, pty: bool = False):
-        super().__init__(box, pty)
+    def __init__(self, box: Box, pty: bool = False, longest: float = 0.0):
+        super().__init__(box, pty, longest)
         self.path = Path(box.path(self.spec.fifo or ""))
         self.root = box.sandbox.root
         self.rel = safefs.within(self.root, self.path)  # the spec loader keeps the FIFO inside the sandbox
@@ -242,16 +248,22 @@ class ParkHold(Holder):
         Why: a signal landing between open() and read() is noted by Python but acted on only after the
         read, which never returns while the pipe stays open, so a holder that handles Ctrl-C would look as
         if it ignored it. The kernel names where a process sleeps in /proc/PID/wchan (anon_pipe_read,
-        pipe_read or pipe_wait, by kernel version); where that is not readable, a short pause stands in.
+        pipe_read or pipe_wait, by kernel version); where that is hidden, the reader asleep with its CPU time
+        standing still (timing.settle) stands in: evidence, where a fixed pause was a guess at the load.
         """
         assert self.running is not None and self._fifo_id is not None
+        fifo = self._fifo_id
+
+        def readers() -> list[int]:
+            return [pid for pid in procfs.group(self.running.pid) if procfs.has_open_fifo(pid, fifo)]  # type: ignore[union-attr]
+
         while time.monotonic() < deadline:
-            readers = [pid for pid in procfs.group(self.running.pid) if procfs.has_open_fifo(pid, self._fifo_id)]
-            states = [procfs.wchan(pid) for pid in readers]
+            states = [procfs.wchan(pid) for pid in readers()]
             if any("pipe" in state for state in states):
                 return
-            if readers and all(state in ("", "0") for state in states):
-                time.sleep(0.1)  # wchan hidden here: give the reader time to reach its read()
+            if states and all(state in ("", "0") for state in states):
+                # wchan hidden here: asleep with its CPU time standing still is the evidence that it is in its read
+                timing.settle(readers, deadline)
                 return
             if not self.alive():
                 return  # judged by whoever waits for it next
@@ -292,8 +304,8 @@ class TakeHold(Holder):
     """clirace takes the lock itself: an exclusive-create lock file, a flock or an fcntl lock."""
     tool_holds = False
 
-    def __init__(self, box: Box, pty: bool = False):
-        super().__init__(box, pty)
+    def __init__(self, box: Box, pty: bool = False, longest: float = 0.0):
+        super().__init__(box, pty, longest)
         self.path = Path(box.path(self.spec.path or ""))
         self.root = box.sandbox.root
         self.rel = safefs.within(self.root, self.path)  # the spec loader keeps the lock inside the sandbox
@@ -347,8 +359,8 @@ class StopHold(Holder):
     kubectl and any tool whose lock call strace can see. A signal reaches the held process directly; SIGINT
     is sent, not typed on a terminal."""
 
-    def __init__(self, box: Box, pty: bool = False):
-        super().__init__(box, pty)
+    def __init__(self, box: Box, pty: bool = False, longest: float = 0.0):
+        super().__init__(box, pty, longest)
         self.path = box.path(self.spec.path or "")
         self.stopped: stopper.Hold | None = None
 
@@ -383,8 +395,8 @@ class ServerTakeHold(Holder):
     in a session of clirace's own kept open until the release."""
     tool_holds = False
 
-    def __init__(self, box: Box, pty: bool = False):
-        super().__init__(box, pty)
+    def __init__(self, box: Box, pty: bool = False, longest: float = 0.0):
+        super().__init__(box, pty, longest)
         self.served = box.served
         self.key = box.path(self.spec.key or "")
         self.held = False
@@ -426,16 +438,16 @@ STRATEGIES: dict[HoldMode, type[Holder]] = {HoldMode.COMMAND: CommandHold, HoldM
                                              HoldMode.TAKE: TakeHold}
 
 
-def holder(box: Box, pty: bool = False, tool: bool = False) -> Holder:
+def holder(box: Box, pty: bool = False, tool: bool = False, longest: float = 0.0) -> Holder:
     """The strategy the spec's `lock.hold` names; with `tool`, one whose holder is the tool itself (a `take`
-    spec is then held by a stopped invocation of the contender)."""
+    spec is then held by a stopped invocation of the contender). `longest`: how long the trial may hold."""
     assert box.spec.lock is not None
     hold = box.spec.lock.hold
     if hold.how is HoldMode.TAKE and hold.kind is not None and hold.kind.on_server:
-        return ServerTakeHold(box, pty)
+        return ServerTakeHold(box, pty, longest)
     if tool and hold.how is HoldMode.TAKE:
-        return StopHold(box, pty)
-    return STRATEGIES[box.spec.lock.hold.how](box, pty)
+        return StopHold(box, pty, longest)
+    return STRATEGIES[hold.how](box, pty, longest)
 
 
 def stop_hold_usable() -> str:

@@ -10,6 +10,7 @@ import re
 import signal
 import time
 
+from .. import timing
 from ..history import LockConflict, LockRelease, LockWait
 from ..launch import Running
 from ..vocab import CONFLICT_CODES, EventKind, HoldMode, Way
@@ -25,16 +26,18 @@ _HINT = re.compile(r'"retry_after_ms"\s*:\s*(\d+)')
 SIGNALS = {Way.SIGINT: signal.SIGINT, Way.SIGTERM: signal.SIGTERM, Way.SIGKILL: signal.SIGKILL}
 
 
-def _watch(box: Box, running: Running, hold: Holder, seconds: float) -> None:
-    """Follow a contender while the lock is held until it exits, opens the parked state, or `seconds` pass."""
+def _watch(box: Box, running: Running, hold: Holder, seconds: float) -> str:
+    """Follow a contender while the lock is held until it exits ("ended"), opens the parked state ("reached"), or
+    `seconds` pass ("running")."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if running.poll() is not None:
-            return
+            return "ended"
         if hold.reached_by(running.pid):
             box.event(EventKind.REACHED_STATE, "contender")
-            return
+            return "reached"
         time.sleep(POLL)
+    return "running"
 
 
 def conflict(ctx: Context) -> None:
@@ -42,25 +45,46 @@ def conflict(ctx: Context) -> None:
     if lock is None:
         ctx.not_run("lock-conflict", "the spec has no lock section", "Add lock.contender and lock.hold.")
         return
-    ctx.say("lock: contender while the lock is held")
-    with ctx.box(LockConflict, "contender while the lock is held") as box:
-        box.fields.update(hold=lock.hold.how, prompt=lock.prompt)
-        with holder(box) as hold:
-            hold.start()
-            running = box.start("contender", lock.contender)
-            _watch(box, running, hold, lock.prompt)
-            if running.poll() is None:
-                if box.events[-1].kind is EventKind.REACHED_STATE:
-                    box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
-                    running.stop("sent by clirace once it had reached the state the holder was reading")
-                else:  # still waiting at the prompt: let the holder go and see whether it then completes
-                    hold.release()
-                    running.deadline = time.monotonic() + ctx.spec.timeout
-            contender = box.finish(running)
-            _note_holder_gone(box, hold)
-            if contender.outcome.value != "ok" and hold.alive() and any(
-                    code in contender.stdout + contender.stderr for code in CONFLICT_CODES):
-                _follow_hint(box, hold, contender.stdout + contender.stderr)
+    # The contender has the prompt plus its own time alone to answer, then a little longer (the lock still held)
+    # so that an answer just past the prompt is its own; only then does the holder let go.
+    alone = ctx.alone_seconds("contender")
+    window, follow = timing.window(lock.prompt, alone), timing.follow(lock.prompt)
+    for round_ in range(2):  # a second time when the clock decided the first: a timing finding is seen twice
+        ctx.say("lock: contender while the lock is held" + (" (again: it outlived its time to answer)" if round_ else ""))
+        outlived = False
+        with ctx.box(LockConflict, "contender while the lock is held", round_) as box:
+            box.fields.update(hold=lock.hold.how, prompt=lock.prompt, alone=alone, window=round(window, 3),
+                              follow=follow)
+            outlived = _contend(box, window, follow)
+        if not outlived or ctx.trials[-1].error:
+            return
+
+
+def _contend(box: Box, window: float, follow: float) -> bool:
+    """One contender while the lock is held; True when it was still running at the end of its window."""
+    lock = box.spec.lock
+    assert lock is not None
+    with holder(box, longest=window + follow) as hold:
+        hold.start()
+        running = box.start("contender", lock.contender, timeout=window + follow + box.spec.timeout)
+        seen = _watch(box, running, hold, window)
+        if seen == "running":
+            usage = timing.Usage(running.pid)
+            seen = _watch(box, running, hold, follow)
+            if seen == "running":
+                box.fields["watched"] = usage.read()  # idle, or working: whether it waits or is just slow
+        if seen == "reached":
+            box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
+            running.stop("sent by clirace once it had reached the state the holder was reading")
+        elif seen == "running":  # still running after its window and the follow: let the holder go, watch it end
+            hold.release()
+            running.deadline = time.monotonic() + box.spec.timeout
+        contender = box.finish(running)
+        _note_holder_gone(box, hold)
+        if contender.outcome.value != "ok" and hold.alive() and any(
+                code in contender.stdout + contender.stderr for code in CONFLICT_CODES):
+            _follow_hint(box, hold, contender.stdout + contender.stderr)
+    return contender.duration > window or seen == "running"
 
 
 def _note_holder_gone(box: Box, hold: Holder) -> None:
@@ -94,23 +118,31 @@ def wait(ctx: Context) -> None:
         return
     wait_ms = int(lock.wait * 1000)
     margin = max(1.0, lock.wait * 0.5)
-    ctx.say(f"lock: contender asked to wait {wait_ms} ms")
-    with ctx.box(LockWait, f"contender with a {wait_ms} ms lock wait") as box:
-        timeouts = {"timeout_ms": wait_ms, "timeout_s": f"{lock.wait:g}"}
-        prefix = lock.wait_option or ()
-        env = {name: box.path(value, **timeouts) for name, value in lock.wait_env}  # the option, as variables
-        option = [*(f"{name}={value}" for name, value in env.items()),
-                  *box.argv(prefix, **timeouts)[len(ctx.spec.command):]]
-        # How long the command takes when the lock is free: start-up on a loaded machine must not be
-        # mistaken for a late timeout, so the check adds it to the margin.
-        alone = box.run("alone", lock.contender, prefix=prefix, extra_env=env, **timeouts)
-        limit = lock.wait + margin + min(alone.duration, ctx.spec.timeout) + 2
-        box.fields.update(hold=lock.hold.how, option=" ".join(option), wait_ms=wait_ms, margin_ms=int(margin * 1000),
-                          limit_s=round(limit, 3))
-        with holder(box) as hold:
-            hold.start()
-            box.run("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit, **timeouts)
-            _note_holder_gone(box, hold)
+    timeouts = {"timeout_ms": wait_ms, "timeout_s": f"{lock.wait:g}"}
+    prefix = lock.wait_option or ()
+    for round_ in range(2):  # a second time when the first ended outside its bounds: a timing finding is seen twice
+        ctx.say(f"lock: contender asked to wait {wait_ms} ms" + (" (again: it ended outside its bounds)" if round_ else ""))
+        with ctx.box(LockWait, f"contender with a {wait_ms} ms lock wait", round_) as box:
+            env = {name: box.path(value, **timeouts) for name, value in lock.wait_env}  # the option, as variables
+            option = [*(f"{name}={value}" for name, value in env.items()),
+                      *box.argv(prefix, **timeouts)[len(ctx.spec.command):]]
+            # How long the command takes when the lock is free: start-up on a loaded machine must not be
+            # mistaken for a late timeout, so the bounds add it (timing.wait_bounds).
+            alone = box.run("alone", lock.contender, prefix=prefix, extra_env=env, **timeouts)
+            limit = lock.wait + margin + min(alone.duration, ctx.spec.timeout) + 2
+            box.fields.update(hold=lock.hold.how, option=" ".join(option), wait_ms=wait_ms,
+                              margin_ms=int(margin * 1000), limit_s=round(limit, 3))
+            with holder(box) as hold:
+                hold.start()
+                box.run("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit, **timeouts)
+                _note_holder_gone(box, hold)
+        done = ctx.trials[-1]
+        alone, contender = done.invocation("alone"), done.invocation("contender")
+        if done.error or alone is None or contender is None:
+            return  # judged undecided as it is: repeating it would not tell the clock from the tool
+        low, high = timing.wait_bounds(wait_ms, int(margin * 1000), alone.duration)
+        if not contender.timed_out and low <= contender.duration * 1000 <= high:
+            return
 
 
 def release(ctx: Context) -> None:
@@ -129,24 +161,40 @@ def release(ctx: Context) -> None:
                     f"here ({why})", "Install strace, or add lock.hold.command or lock.hold.park so the tool holds "
                     "the lock.")
         return
+    finish: float | None = None  # how long the holder took to end once let go normally: the signal wait adds it
     for way in Way:
         if way is Way.ERROR and lock.error_command is None and lock.hold.invalid_content is None:
             ctx.not_run("lock-release/error", "no lock.error_command and no lock.hold.park.invalid_content",
                         "Add lock.error_command (a command that takes the lock, then fails) or "
                         "lock.hold.park.invalid_content.")
             continue
-        ctx.say(f"lock: release after {way}")
-        with ctx.box(LockRelease, way.value) as box:
-            box.fields.update(way=way, hold=lock.hold.how, signal_wait=SIGNAL_WAIT)
-            if way is Way.ERROR and lock.error_command is not None:
-                box.run("holder", lock.error_command)
+        wait = timing.signal_wait(SIGNAL_WAIT, finish)
+        for round_ in range(2):  # a signalled holder still running at the end of the wait: seen twice
+            ctx.say(f"lock: release after {way}" + (" (again: the holder outlived the wait)" if round_ else ""))
+            with ctx.box(LockRelease, way.value, round_) as box:
+                box.fields.update(way=way, hold=lock.hold.how, signal_wait=round(wait, 3))
+                _release(box, way, wait)
+            done = ctx.trials[-1]
+            holder_inv = done.invocation("holder")
+            if way is Way.NORMAL and holder_inv is not None and (let_go := done.event(EventKind.RELEASED, "holder")):
+                finish = max(0.0, holder_inv.ended - let_go.at)
+            if way not in SIGNALS or done.error or holder_inv is None or not holder_inv.timed_out:
+                break
+
+
+def _release(box: Box, way: Way, wait: float) -> None:
+    """The holder takes the lock and ends `way` (signals given `wait` seconds to take effect); then the next."""
+    lock = box.spec.lock
+    assert lock is not None
+    if way is Way.ERROR and lock.error_command is not None:
+        box.run("holder", lock.error_command)
+    else:
+        with holder(box, pty=(way is Way.SIGINT), tool=True) as hold:
+            hold.start()
+            if way is Way.NORMAL:
+                hold.release()
+            elif way is Way.ERROR:
+                hold.release(invalid=True)
             else:
-                with holder(box, pty=(way is Way.SIGINT), tool=True) as hold:
-                    hold.start()
-                    if way is Way.NORMAL:
-                        hold.release()
-                    elif way is Way.ERROR:
-                        hold.release(invalid=True)
-                    else:
-                        hold.interrupt(SIGNALS[way], SIGNAL_WAIT)
-            box.run("next", lock.contender)
+                hold.interrupt(SIGNALS[way], wait)
+    box.run("next", lock.contender)

@@ -22,9 +22,7 @@ SERIAL_RUNS = 3  # increments, keys and claims run one at a time: enough to show
 
 
 def run(ctx: Context) -> None:
-    for workload in ctx.spec.workloads:
-        if ctx.only and workload.kind.value not in ctx.only:
-            continue
+    for workload in ctx.workloads:
         record, runner = RUNNERS[workload.kind]
         ctx.say(f"{workload.name}: reference run, one invocation at a time")
 
@@ -40,7 +38,7 @@ def run(ctx: Context) -> None:
         else:
             one_pass(ctx, False, 0, False)
     lock = ctx.spec.lock
-    if lock is None or (ctx.only and not _lock_only(ctx)):
+    if lock is None or not ctx.lock_commands_alone:
         return
     ctx.say("lock: contender and error command alone on fresh state, twice each")
 
@@ -76,7 +74,3 @@ def _side_by_side_if_alone(ctx: Context, *experiments: Callable[[Context, bool],
     for experiment in experiments:
         experiment(ctx, False)
 
-
-def _lock_only(ctx: Context) -> bool:
-    """Whether --only asks for a lock check (the reference runs of the lock commands are then needed)."""
-    return any(name.startswith("lock-") for name in ctx.only)

@@ -38,7 +38,7 @@ MAX_ROUNDS = 1000  # a budget never runs more rounds than this per workload
 
 
 def run(ctx: Context) -> None:
-    chosen = [w for w in ctx.spec.workloads if not ctx.only or w.kind.value in ctx.only]  # --only counter: alone
+    chosen = ctx.workloads  # --only counter: that workload alone
     for workload in chosen:
         record, runner = RUNNERS[workload.kind]
         target: Aim | None = None  # where to stop them, once a traced round has shown their state

@@ -1,0 +1,49 @@
+"""Verdicts on evidence, not on a stopwatch or on kills that never landed (issue 17): real fixtures, each a
+reference level with one defect swapped in (see each fixture's README). Only the checks a case is about run."""
+import pytest
+
+from clirace import observe
+
+from ..conftest import FIXTURES, check_json
+
+ADVERSARIAL = FIXTURES / "adversarial"
+LOCK_CONFLICT = ("--only", "lock-excludes", "--only", "lock-error-structured")
+
+
+def checks(name, *args):
+    result = check_json(ADVERSARIAL / name / "clirace.yaml", "--seed", "1", *args)
+    return result["checks"], {f["code"]: f for f in result["findings"]}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(90)
+def test_a_slow_but_locked_contender_and_a_slow_unlocked_one_are_told_apart():
+    """Both start up in 1.2 s, past the 1 s prompt; the stopwatch called both 'waiting'. Scaled by their own
+    run-alone time, the locked one answers LOCK_HELD in time and the unlocked one is seen to run under the lock."""
+    locked, found = checks("slow-but-locked", *LOCK_CONFLICT)
+    assert locked["lock-excludes"]["status"] == "pass", locked["lock-excludes"]
+    assert locked["lock-error-structured"]["status"] == "pass", locked["lock-error-structured"]
+    assert "CR207" not in found
+    unlocked, found = checks("slow-unlocked", *LOCK_CONFLICT)
+    assert unlocked["lock-excludes"]["status"] == "fail" and "CR201" in found, unlocked["lock-excludes"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(90)
+def test_a_contender_that_answers_after_the_prompt_has_its_answer_in_the_report():
+    result, found = checks("late-answer", *LOCK_CONFLICT)
+    assert result["lock-excludes"]["status"] == "pass", result["lock-excludes"]
+    assert result["lock-error-structured"]["status"] == "fail", result["lock-error-structured"]
+    late = found["CR213"]
+    assert "LOCK_HELD" in late["message"] and "past the" in late["message"], late
+    assert "the same in a second run" in late["evidence"]["found"], late  # a timing finding is seen twice
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not observe.available()[0], reason="needs strace (crash injection)")
+def test_a_writer_the_kill_never_reaches_gets_atomic_config_undecided_not_pass():
+    result, found = checks("kill-misses", "--only", "atomic-config-writes")
+    atomic = result["atomic-config-writes"]
+    assert atomic["status"] == "unknown", atomic
+    assert "no kill landed on a write to a temp file beside it" in atomic["summary"], atomic
