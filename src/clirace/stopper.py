@@ -48,12 +48,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from . import observe
+from . import locking, observe
 from .procfs import stat_fields
 
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
-LOCK_CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl"}
+LOCK_CALLS = locking.CALLS
 # Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
 AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
 POLL = 0.002
@@ -100,11 +100,11 @@ def path_forms(paths: list[str], cwd: str | None = None) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int = 1, cwd: str | None = None,
+def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int | str = 1, cwd: str | None = None,
                 also_trace: str = "") -> list[str]:
     """strace arguments that stop the process (SIGSTOP) just after its `when`-th call of each of `calls` on
-    `paths`, writing one trace file per process to `trace_out`.PID. `also_trace` records more calls on the
-    same paths (observation only; they are not stopped)."""
+    `paths` ("1+": after every one), writing one trace file per process to `trace_out`.PID. `also_trace`
+    records more calls on the same paths (observation only; they are not stopped)."""
     traced = ",".join(dict.fromkeys(c for c in f"{calls},{also_trace}".split(",") if c))
     argv = [observe.strace_path(), "-ff", "-qq", "-y", "-s", "256", "-e", "signal=SIGSTOP", "-e", f"trace={traced}"]
     for form in path_forms(paths, cwd):
@@ -127,6 +127,7 @@ class StopLog:
     _offsets: dict = field(default_factory=dict)
     _partial: dict = field(default_factory=dict)
     _last_call: dict = field(default_factory=dict)
+    events: dict = field(default_factory=dict)  # pid -> its call lines and STOPPED lines, in the order written
     stops: list = field(default_factory=list)  # every Stop seen, in order
     pending: list = field(default_factory=list)  # stops not continued yet
 
@@ -159,8 +160,10 @@ class StopLog:
             for line in lines[:-1]:
                 if line.startswith(STOPPED):
                     new.append(Stop(pid, time.monotonic(), self._last_call.get(pid, "")))
+                    self.events.setdefault(pid, []).append(STOPPED)
                 elif not line.startswith(("---", "+++")):
                     self._last_call[pid] = line
+                    self.events.setdefault(pid, []).append(line)
         self.stops += new
         self.pending += new
         return new
@@ -243,11 +246,7 @@ def hold_prefix(trace_out: Path, lock_path: str, kind: str, cwd: str | None = No
 def is_lock_call(line: str, kind: str) -> bool:
     """Whether a trace line is a successful lock call of `kind` (taking the lock, not dropping it)."""
     op = observe.parse_line(line, "")
-    if not op or not op.ok or op.call not in LOCK_CALLS[kind].split(","):
-        return False
-    if kind == "exclusive-create":
-        return {"O_CREAT", "O_EXCL"} <= set(op.flags) or op.call == "creat"
-    return op.lock and "F_UNLCK" not in op.args and "LOCK_UN" not in op.args
+    return op is not None and locking.takes(op, kind)
 
 
 def lock_held(path: str, kind: str) -> bool:
@@ -264,6 +263,17 @@ def lock_held(path: str, kind: str) -> bool:
             return any(len(f) > 5 and f[5] == inode for f in (line.split() for line in handle))
     except OSError:
         return False
+
+
+def lock_waiters() -> set[int]:
+    """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks.
+    (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves nothing.)"""
+    try:
+        with open("/proc/locks") as handle:
+            rows = [line.split() for line in handle]
+    except OSError:
+        return set()
+    return {int(f[5]) for f in rows if len(f) > 5 and f[1] == "->" and f[5].isdigit()}
 
 
 class Hold:

@@ -60,9 +60,11 @@ def test_stop_prefix_injects_sigstop_on_the_paths_and_keeps_the_stop_line(tmp_pa
     assert "--seccomp-bpf" not in argv  # strace 6.1 injects nothing under it
 
 
-def test_commit_point_stops_at_the_first_read_by_default(tmp_path):
+def test_commit_point_stops_at_every_read_by_default(tmp_path):
+    # Every one, not the first of each thread (strace counts when=N per thread): the rendezvous counts the ends
+    # of reads itself, over every thread, and continues those before its arrival.
     argv = commit_point_prefix(tmp_path / "t", [str(tmp_path / "s")])
-    assert f"inject={stopper.READ_CALLS}:signal=SIGSTOP:when=1" in argv
+    assert f"inject={stopper.READ_CALLS}:signal=SIGSTOP:when=1+" in argv
 
 
 def test_hold_prefix_stops_at_the_lock_call_and_the_calls_after_it(tmp_path):
