@@ -288,6 +288,11 @@ class KillPoint:
     when: int  # its number among the thread's calls of that name (on `path` only, when there is one)
     name: str  # for people: "write #2 to config.json itself"
     path: str = ""  # set when the call is on the config itself: the kill counts only calls on it (strace -P)
+    # Set when other processes of the invocation make such calls too (a shim's helpers): the program the writing
+    # process exec'd last and its argv ({sandbox} for the sandbox); the kill is then counted from that exec on,
+    # in that process only (`when` is numbered so), by an strace that takes it over just after the exec.
+    exec_path: str = ""
+    exec_argv: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -313,6 +318,7 @@ class WriterKilled(Trial):
     old: str = ""
     after: str | None = None
     kill_log: str = ""  # the end of strace's log of the killed run: which call of which thread it killed
+    taken_over: str = ""  # with KillPoint.exec_path: which process the killing strace took over, or why it could not
 
 
 @dataclass(frozen=True)

@@ -68,18 +68,21 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
-def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: str | None = None) -> list[str]:
+def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: str | None = None,
+                attach: int | None = None) -> list[str]:
     """strace arguments that SIGKILL the process at its `when`-th call of `calls` (with `path`, the
     `when`-th of those on that path). The `log` shows which call of which process was killed (fds with their
     paths): it may be a child of the invocation (a shell script's `mv`), whose own exit status then reads
-    137, not a signal.
+    137, not a signal. With `attach`, the whole command line, attaching to that running process (counting
+    from then on) instead of starting one.
 
     Why `path`: strace counts `when` per thread. In a multi-threaded writer, "the 2nd write" without a path
     is whichever thread writes twice first, often not the one writing the config; restricted to the
     config's path (-P), only the calls on it are traced and counted."""
     only = ["-P", path] if path else []
+    target = ["-p", str(attach)] if attach is not None else ["--"]
     return [strace_path(), "-f", "-qq", "-y", *only, "-o", str(log), "-e", f"trace={calls}",
-            "-e", f"inject={calls}:signal=SIGKILL:when={when}", "--"]
+            "-e", f"inject={calls}:signal=SIGKILL:when={when}", *target]
 
 
 def killed(log: Path) -> bool:
@@ -93,8 +96,8 @@ def killed(log: Path) -> bool:
 def trace_prefix(out_prefix: Path, calls: str) -> list[str]:
     """strace arguments recording `calls` (fds shown with their paths, times since the epoch), one output file per
     process."""
-    return [strace_path(), "-ff", "-qq", "-y", "-ttt", "-e", "signal=none", "-e", f"trace={calls}", "-o", str(out_prefix),
-            "--"]
+    return [strace_path(), "-ff", "-qq", "-y", "-ttt", "-s", "4096", "-e", "signal=none", "-e", f"trace={calls}", "-o",
+            str(out_prefix), "--"]
 
 
 def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[FileOp, ...]:
@@ -123,12 +126,12 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     call, args, ret = match["call"], match["args"], match["ret"]
     fd_path = _FD_PATH.match(args)
     if call in _FD_CALLS:  # the strings they print are data, not paths
-        paths = [_unescape(fd_path.group(2))] if fd_path else []
+        paths = [unescape(fd_path.group(2))] if fd_path else []
     else:
-        paths = [_absolute(_unescape(m["path"]), _unescape(m["dir"]) if m["dir"] else cwd)
+        paths = [_absolute(unescape(m["path"]), unescape(m["dir"]) if m["dir"] else cwd)
                  for m in _STRING.finditer(args)]
         if call in _OPEN_CALLS and match["ret_path"]:
-            paths = [_unescape(match["ret_path"])]  # the file it really opened, absolute (strace -y on the fd)
+            paths = [unescape(match["ret_path"])]  # the file it really opened, absolute (strace -y on the fd)
     flags: tuple[str, ...] = ()
     writes = lock = False
     if call in _OPEN_CALLS:
@@ -155,7 +158,7 @@ _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.DOTALL)
 _C_ESCAPES = {"n": 10, "t": 9, "r": 13, "v": 11, "f": 12, "a": 7, "b": 8, '"': 34, "\\": 92, "'": 39, "?": 63}
 
 
-def _unescape(text: str) -> str:
+def unescape(text: str) -> str:
     """A path exactly as the kernel saw it, whatever bytes it holds: strace's escapes turned back into bytes,
     then os.fsdecode (a UTF-8 name such as tōol reads as itself; bytes that are not UTF-8 round-trip as
     surrogate escapes). strace escapes every byte outside printable ASCII, in octal by default and in hex

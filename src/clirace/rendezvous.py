@@ -36,6 +36,7 @@ from pathlib import Path
 
 from . import locking
 from .observe import parse_line
+from .procfs import stat_fields
 from .stopper import (POLL, READ_CALLS, STOPPED, Continuer, Stop, StopLog, cpu_ns, ended, lock_waiters, path_forms,
                       require, stop_prefix)
 
@@ -49,6 +50,7 @@ OVERALL = 10.0
 # level3 polling its flock every 10 ms used 0.6% (tool and strace together); a start-up gets a fair share of
 # a core, 15% or more with a dozen runnable processes on two cores.
 IDLE_SHARE = 0.05
+PATIENCE = 1.0  # seconds to wait for every thread of a stopped invocation to join its stop
 CLOSE_CALLS = "open,openat,openat2,close"  # stopped at for ends="close": a close, or an open finding nothing
 
 
@@ -87,18 +89,14 @@ class Arrival:
         return op.call in READ_CALLS.split(",")
 
     def reached(self, log: StopLog) -> Stop | None:
-        """The stop it arrived at, once its `count`-th read has ended and it stopped after that; else None."""
+        """Call it while the process is stopped (`Rendezvous` does, once every thread has stopped): the stop it
+        arrived at, if its `count`-th read has ended by now, else None."""
         if not self.state:
             return log.stops[0] if log.stops else None
         opened = {op.fd for events in log.events.values() for line in events
                   if (op := self._on_state(line)) is not None and op.call in ("open", "openat", "openat2") and op.ok}
-        count, arrived = 0, None
-        for pid, events in log.events.items():
-            ends = [n for n, line in enumerate(events) if self.ends_read(line, opened)]
-            count += len(ends)
-            if ends and STOPPED in events[ends[-1] + 1:]:  # (the stop strace injected after that call)
-                arrived = Stop(pid, time.monotonic(), events[ends[-1]])
-        return arrived if count >= self.count else None
+        ends = [(pid, line) for pid, events in log.events.items() for line in events if self.ends_read(line, opened)]
+        return Stop(ends[-1][0], time.monotonic(), ends[-1][1]) if len(ends) >= self.count else None
 
 
 @dataclass
@@ -111,6 +109,8 @@ class Member:
     blocked: str = ""  # why it counts as blocked on a lock (it never arrived): the proof
     refused_at: float | None = None  # when its trace first showed a lock call refused
     exited_before: bool = False
+    _continued: dict = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
+    _stop_seen: float | None = None  # when a stop was first seen that not every thread has joined yet
     _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
     _cpu_at: float = 0.0
     _cpu_changed: float = 0.0  # the end of the last window in which it was busy (used over IDLE_SHARE)
@@ -168,16 +168,28 @@ class Rendezvous:
     def _poll(self, now: float) -> None:
         for member in self.members:
             member.log.poll()
-            if member.arrived is None:
+            if member.arrived is None and member.log.pending and self._all_stopped(member, now):
                 member.arrived = member.arrival.reached(member.log)
+                if member.arrived is None:  # not there yet: on to its next call
+                    member._continued, member._stop_seen = dict(member.log.stopped), None
+                    member.log.continue_pending()
             if member.arrived is None:
-                member.log.continue_pending()  # not there yet: on to its next call
                 if member.refused_at is None and _refused(member.log):
                     member.refused_at = now
                 if not member.exited_before and ended(member.running):
-                    member.log.poll()
-                    member.arrived = member.arrival.reached(member.log)
-                    member.exited_before = member.arrived is None
+                    member.exited_before = True  # (refused by the lock, failed, or never stopped where aimed)
+
+    @staticmethod
+    def _all_stopped(member: Member, now: float) -> bool:
+        """Whether every live thread of the invocation has stopped since it was last continued. Only then are all
+        its calls so far in the trace, and only then may it be continued: SIGCONT discards the stop strace
+        queued for a call another thread was finishing meanwhile (two Go threads closing the state at once),
+        so a read that ended then would go unstopped. A thread that never joins within PATIENCE (a stuck
+        one) is not waited for."""
+        member._stop_seen = member._stop_seen or now
+        live = [tid for tid in member.log.pids() if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+        joined = all(member.log.stopped.get(tid, 0) > member._continued.get(tid, 0) for tid in live)
+        return joined or now - member._stop_seen >= PATIENCE
 
     def _blocked(self, member: Member, waiting: set[int], now: float) -> bool:
         """Whether a missing invocation is proven blocked on a lock (module docstring); says why in `blocked`."""

@@ -39,6 +39,7 @@ The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -128,6 +129,7 @@ class StopLog:
     _partial: dict = field(default_factory=dict)
     _last_call: dict = field(default_factory=dict)
     events: dict = field(default_factory=dict)  # pid -> its call lines and STOPPED lines, in the order written
+    stopped: dict = field(default_factory=dict)  # pid -> how many STOPPED lines it has written
     stops: list = field(default_factory=list)  # every Stop seen, in order
     pending: list = field(default_factory=list)  # stops not continued yet
 
@@ -161,6 +163,7 @@ class StopLog:
                 if line.startswith(STOPPED):
                     new.append(Stop(pid, time.monotonic(), self._last_call.get(pid, "")))
                     self.events.setdefault(pid, []).append(STOPPED)
+                    self.stopped[pid] = self.stopped.get(pid, 0) + 1
                 elif not line.startswith(("---", "+++")):
                     self._last_call[pid] = line
                     self.events.setdefault(pid, []).append(line)
@@ -263,6 +266,113 @@ def lock_held(path: str, kind: str) -> bool:
             return any(len(f) > 5 and f[5] == inode for f in (line.split() for line in handle))
     except OSError:
         return False
+
+
+# --- taking a process over after its exec ------------------------------------------------------------------
+
+def exec_stop_prefix(trace_out: Path, exe: str) -> list[str]:
+    """strace arguments that stop the process just after each execve of `exe` (the string the process passes),
+    as a tracer that lets go of it on SIGTERM: daemonized (-D: the tracee is the launched process itself, not a
+    child that strace would kill on its way out) and interruptible (-I1: -o would block SIGTERM)."""
+    return [observe.strace_path(), "-I1", "-D", "-ff", "-y", "-s", "4096",
+            "-e", "quiet=attach,personality,exit,path-resolution", "-e", "signal=SIGSTOP", "-e", "trace=execve",
+            "-P", exe, "-e", "inject=execve:signal=SIGSTOP:when=1+", "-o", str(trace_out), "--"]
+
+
+def tracer_of(pid: int) -> int | None:
+    """The pid tracing `pid` (0: none), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("TracerPid:")), 0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Handover:
+    """An invocation started under `exec_stop_prefix(prefix, exe)`: at the exec of `exe` that `wanted(argv)`
+    accepts, the stopping strace lets go of the process, still stopped, and the strace command line
+    `attach(pid)` takes it over from that instant (a kill counted from the exec on); every other exec of `exe`
+    goes on at once. Why: a version manager's shim (a shell script running helpers before it execs the
+    interpreter) makes strace's per-thread counts land in its helpers; counted from the interpreter's exec, in
+    its process only, they land where the traced run numbered them. `note` says what happened."""
+
+    def __init__(self, running, prefix: Path, wanted: Callable[[list[str]], bool], attach: Callable[[int], list[str]]):
+        require()
+        self.running, self.log, self.wanted, self.attach = running, StopLog(prefix), wanted, attach
+        self.tracer: subprocess.Popen | None = None
+        self.note = ""
+
+    def take_over(self, timeout: float) -> bool:
+        """Wait for the wanted exec (or the end, or `timeout`) and hand the process over; True once done."""
+        deadline = time.monotonic() + timeout
+        while self.tracer is None and time.monotonic() < deadline and not ended(self.running):
+            self.log.poll()
+            for stop in self.log.pending[:]:
+                self.log.pending.remove(stop)
+                argv = exec_argv(stop.call)
+                if argv is not None and self.wanted(argv) and self._switch(stop.pid, argv):
+                    return True
+                resume(stop.pid)
+            time.sleep(POLL)
+        if self.tracer is None and not self.note:
+            self.note = "the process never exec'd the program that wrote the config in the traced run"
+        return self.tracer is not None
+
+    def _switch(self, pid: int, argv: list[str]) -> bool:
+        tracer = tracer_of(pid)
+        if tracer:
+            os.kill(tracer, signal.SIGTERM)  # it detaches; the process stays stopped
+        if not _until(lambda: tracer_of(pid) in (0, None), 5.0):
+            self.note = f"strace did not let go of pid {pid}"
+            return False
+        self.tracer = subprocess.Popen(self.attach(pid), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE)
+        attached = _until(lambda: tracer_of(pid) == self.tracer.pid or self.tracer.poll() is not None, 5.0)
+        if not attached or self.tracer.poll() is not None:
+            why = (self.tracer.stderr.read().decode(errors="replace").strip().splitlines() or ["no reason given"])[-1] \
+                if self.tracer.poll() is not None else "timed out"
+            self.note = f"strace could not take over pid {pid} after its exec of {argv[0]} ({why})"
+            self.close()
+            resume(pid)
+            return False
+        self.note = f"strace took over pid {pid} just after its exec of {' '.join(argv)[:200]}"
+        resume(pid)
+        return True
+
+    def close(self) -> None:
+        """Continue anything still stopped, and wait for the second strace (it ends with its tracee)."""
+        self.log.poll()
+        self.log.continue_pending()
+        if self.tracer is not None:
+            try:
+                self.tracer.wait(10)
+            except subprocess.TimeoutExpired:
+                self.tracer.kill()
+                self.tracer.wait()
+            if self.tracer.stderr:
+                self.tracer.stderr.close()
+
+
+def exec_argv(line: str) -> list[str] | None:
+    """The argv of a traced execve line ("execve(PATH, [ARGV...], ...) = 0"), None for another call."""
+    if not line.startswith("execve("):
+        return None
+    start, end = line.find("["), line.find("], ")
+    if start < 0 or end < start:
+        return None
+    return [observe.unescape(m.group(1)) for m in QUOTED.finditer(line[start:end])]
+
+
+QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL)
+    return True
 
 
 def lock_waiters() -> set[int]:
