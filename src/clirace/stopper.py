@@ -18,7 +18,13 @@ The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` 
   warns on stderr (the tool's stderr) when a relative PATH that exists resolves elsewhere, so `path_forms`
   passes the real path of a file that exists, and the relative form only of one that does not exist yet.
 - **`when=N` counts per syscall name and per thread**: `inject=read,pread64:...:when=1` stops at the first
-  of each. Later stops after a release are continued at once (`Continuer`).
+  of each, in each thread. To stop at the Nth of them in a process, whatever thread makes it, stop at every
+  one (`when=1+`) and count in the trace (rendezvous.Arrival). Later stops after a release are continued at
+  once (`Continuer`).
+- **A stop is a group-stop: every thread stops, and each writes `--- stopped by SIGSTOP ---`** in its own
+  trace file (-ff). Two threads whose injected calls end at once queue two SIGSTOPs; the SIGCONT that ends the
+  first group-stop discards the second, so that call goes unstopped. Read a multi-threaded process's trace,
+  and continue it, only once every live thread has joined the stop (`StopLog.stopped`).
 - **`--seccomp-bpf` must not be used**: the signal is then passed on the restart from a seccomp event stop,
   which the kernel ignores; the tracee never stops (measured). `-e trace=none` disables injection too.
 - **In /proc the stopped tracee reads `State: t (tracing stop)`, wchan `ptrace_stop`**, exactly as a tracee
@@ -32,9 +38,12 @@ The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` 
 - **Other signals wait**: sent to the stopped tracee they stay pending (a stopped tracee is not woken by
   them) and are delivered at the held point once SIGCONT arrives: SIGTERM then SIGCONT ends it there, and
   strace exits by the same signal (-15), so the record reads like the real thing. SIGKILL acts at once.
-  Never signal strace itself: on SIGTERM it kills its child and detaches.
+  Never signal strace itself: on SIGTERM it kills its child and detaches. (`Handover` starts strace with -D,
+  which makes the tool the launched process and strace a grandchild that only attaches to it, and -I1, since
+  -o blocks SIGTERM: on SIGTERM that strace lets go of the tool, still stopped, for another to take over.)
 
-`Hold` uses this to hold one invocation just after its lock call; rendezvous.py stops N of them at once.
+`Hold` uses this to hold one invocation just after its lock call; rendezvous.py stops N of them at once;
+`Handover` hands one over, just after an exec, to a strace that kills it at a counted call.
 """
 from __future__ import annotations
 

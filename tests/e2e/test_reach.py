@@ -33,6 +33,12 @@ def stops_available() -> bool:
     return True
 
 
+def rendezvous_test(test):
+    """A test of a rendezvous round: strace must be able to stop processes here."""
+    stops = pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
+    return pytest.mark.timeout(240)(stops(test))
+
+
 @pytest.fixture(scope="module")
 def go_fixtures(tmp_path_factory):
     sys.path.insert(0, str(REACH))
@@ -65,38 +71,33 @@ def assert_lost_at_the_rendezvous(verdict: dict, met: dict, reads: int) -> None:
     assert ("second read" if reads == 2 else "its read" if reads == 1 else "first read") in meeting["aimed"], meeting
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
+@rendezvous_test
 def test_a_tool_reading_twice_loses_keys_at_the_rendezvous(tmp_path):
     verdict, met = rendezvous_round(REACH / "read-twice" / "clirace.yaml", "keys", tmp_path)
     assert_lost_at_the_rendezvous(verdict, met, reads=2)
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
+@rendezvous_test
 def test_go_reading_at_start_up_on_two_goroutines_then_locking_loses_clusters_at_the_rendezvous(go_fixtures, tmp_path):
     verdict, met = rendezvous_round(go_fixtures["go-kube"], "keys", tmp_path)
     assert_lost_at_the_rendezvous(verdict, met, reads=2)
     assert all(i["exit_code"] == 0 for i in met["invocations"] if i["label"].startswith("set-"))  # each in turn
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
+@rendezvous_test
 def test_go_unlocked_counter_loses_increments_at_the_rendezvous(go_fixtures, tmp_path):
     verdict, met = rendezvous_round(go_fixtures["go-counter"], "counter", tmp_path)
     assert_lost_at_the_rendezvous(verdict, met, reads=1)
 
 
-@pytest.mark.timeout(240)
+@rendezvous_test
 @pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
-@pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
 def test_node_threadpool_writer_loses_keys_at_the_rendezvous(tmp_path):
     verdict, met = rendezvous_round(REACH / "node-keys" / "clirace.yaml", "keys", tmp_path)
     assert_lost_at_the_rendezvous(verdict, met, reads=1)
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
+@rendezvous_test
 def test_a_state_file_locked_through_its_own_fd_is_state_and_its_rendezvous_loses_nothing(tmp_path):
     verdict, met = rendezvous_round(REACH / "lock-own-config" / "clirace.yaml", "counter", tmp_path)
     meeting = met["rendezvous"]

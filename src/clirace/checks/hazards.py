@@ -2,12 +2,16 @@
 opens a race window, whether or not a round lost anything. The rounds decide the criterion; these say why
 they may fail on another day, with the calls that show it:
 
-- the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all;
+- the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all
+  (an open of a state file made only to lock it is no read; a failed exclusive create of a marker is no lock);
 - a temp file at a fixed path is written by every invocation (two runs clobber each other's);
 - a lock file created with O_EXCL is left behind by an invocation that ended normally;
 - the state is rewritten in place (opened with O_TRUNC, or truncated) rather than replaced by a rename, so a
   reader or a crash in the middle of the write sees it torn. (A keys workload's config is left to CR603, in
   atomic-config-writes, which also samples and kills its writers.)
+
+What is a lock file and what is state is locking.py's reading, the rendezvous's too: a state file the tool locks
+through its own fd (lockf on the config, then truncate and write) is state.
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Crash injection: one traced run of a writer lists its write and rename calls that touch the config file's
 directory (the config itself, or a temp file beside it); then, in a fresh sandbox each, the writer is
 SIGKILLed by strace at each of those calls in turn (`inject=CALL:signal=SIGKILL:when=N`, N counted per
-call and per process, as strace does). The records keep the config before and after; the check decides
+call and per thread, as strace does; behind a version manager's shim, from the writing process's last exec,
+in that process only: `_numbered`). The records keep the config before and after; the check decides
 whether it is the old or the new one, whole.
 """
 from __future__ import annotations
