@@ -342,6 +342,7 @@ class Handover:
                 if self.tracer.poll() is not None else "timed out"
             self.note = f"strace could not take over pid {pid} after its exec of {argv[0]} ({why})"
             self.close()
+            self.tracer = None
             resume(pid)
             return False
         self.note = f"strace took over pid {pid} just after its exec of {' '.join(argv)[:200]}"

@@ -126,3 +126,26 @@ def test_a_tool_launched_through_a_version_managers_shim_scores_like_it_does_dir
     # write to pipes), and each kill landed there.
     assert taken and all(t["taken_over"].startswith("strace took over pid") for t in taken), taken
     assert all("+++ killed by SIGKILL +++" in t["kill_log"] and "pipe:" not in t["kill_log"] for t in taken), taken
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not stops_available(), reason="strace cannot stop processes here")
+def test_a_hand_over_that_cannot_attach_lets_the_process_go_on_and_says_why(tmp_path):
+    # The second strace fails at once (here: not strace at all); the process, stopped just after its exec by
+    # the first, must not stay stopped: it runs to its end untraced, and the note says the kill never came.
+    from clirace.launch import Launcher
+    from clirace.stopper import Handover, exec_stop_prefix
+
+    python = str(Path(sys.executable).resolve())
+    prefix = tmp_path / "exec"
+    launcher = Launcher({"PATH": "/usr/bin:/bin"}, str(tmp_path), {}, 30)
+    running = launcher.start("writer", ["/bin/sh", "-c", f'v=$(echo x | tr x y); exec "{python}" -c "print(1)"'],
+                             wrap=exec_stop_prefix(prefix, python))
+    handover = Handover(running, prefix, lambda argv: argv[0] == python, lambda pid: ["/bin/false", str(pid)])
+    try:
+        assert handover.take_over(20) is False
+        invocation = running.finish()
+    finally:
+        handover.close()
+    assert invocation.exit_code == 0 and invocation.stdout == "1\n", invocation
+    assert handover.note.startswith("strace could not take over pid"), handover.note
