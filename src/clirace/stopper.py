@@ -181,11 +181,24 @@ class StopLog:
         return new
 
     def continue_pending(self) -> list[Stop]:
-        """SIGCONT every stopped process not yet continued; returns those stops."""
+        """SIGCONT every stopped process not yet continued, once each; returns those stops.
+
+        Once per process, not once per stop line: a group-stop writes one line per thread, and one SIGCONT
+        continues them all; a second one, sent a moment later, continues the process's *next* stop as well
+        (a Go tool ran through five stops that way, past the rendezvous and into its lock)."""
         done, self.pending = self.pending, []
-        for stop in done:
-            resume(stop.pid)
+        for pid in dict.fromkeys(process_of(stop.pid) for stop in done):
+            resume(pid)
         return done
+
+
+def process_of(tid: int) -> int:
+    """The process (thread group) a thread belongs to; the id itself once it is gone."""
+    try:
+        with open(f"/proc/{tid}/status") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("Tgid:")), tid)
+    except (OSError, ValueError, IndexError):
+        return tid
 
 
 def resume(pid: int) -> None:
@@ -430,9 +443,12 @@ class Hold:
                         self.stop = stop
                 elif self.locked is not None and self.stop is None:
                     self.stop = stop
-            for stop in self.log.pending:  # stops before the lock, and the lock call's own when held inside
-                if stop is not self.stop:
-                    resume(stop.pid)
+            # Stops before the lock, and the lock call's own when held inside: continued, once per process, but
+            # never the held one's (its other threads' lines of the same stop are not a reason to go on).
+            held = process_of(self.stop.pid) if self.stop is not None else None
+            for pid in dict.fromkeys(process_of(stop.pid) for stop in self.log.pending if stop is not self.stop):
+                if pid != held:
+                    resume(pid)
             self.log.pending = [stop for stop in self.log.pending if stop is self.stop]
             if over:
                 break

@@ -221,3 +221,30 @@ def test_an_exec_line_gives_its_argv():
     assert stopper.exec_argv('execve("/usr/bin/python3", ["/usr/bin/python3", "t \\"x\\".py", "a"], 0x55 /* 38 vars */)'
                              ' = 0') == ["/usr/bin/python3", 't "x".py', "a"]
     assert stopper.exec_argv("close(3) = 0") is None
+
+
+def test_a_group_stop_of_many_threads_is_continued_once(tmp_path, monkeypatch):
+    # Every thread of a stopped process writes its own STOPPED line; one SIGCONT continues them all, and a second
+    # would continue the process's next stop too. Two threads of this test process stand in for the tracee's.
+    import threading
+    ready, done = threading.Event(), threading.Event()
+    other = {}
+
+    def park():
+        other["tid"] = threading.get_native_id()
+        ready.set()
+        done.wait(5)
+
+    thread = threading.Thread(target=park)
+    thread.start()
+    ready.wait(5)
+    sent = []
+    monkeypatch.setattr(stopper, "resume", sent.append)
+    try:
+        log = _log(tmp_path, {os.getpid(): [READ, STOPPED], other["tid"]: [STOPPED]})
+        assert len(log.pending) == 2
+        log.continue_pending()
+    finally:
+        done.set()
+        thread.join()
+    assert sent == [os.getpid()]
