@@ -14,7 +14,8 @@
 4. Reach (benchmarks/reach.py): default `clirace check` runs on the two races of issue 11 that random delays
    miss: `kubectl` (benchmarks/targets/kubectl_shape.py: reads its config, then takes an O_EXCL lock file,
    then rewrites in place) and `node` (benchmarks/targets/node_like.py: a slow, syscall-heavy start-up, then
-   an unlocked read-modify-write); `--load` runs them with one CPU-bound process per core beside them.
+   an unlocked read-modify-write), and the Go and Node fixtures of issue 18 (`go-kube`, `go-counter`,
+   `node-keys`: fixtures/reach); `--load` runs them with one CPU-bound process per core beside them.
 
 Prints plain-text tables; asserts nothing. Run sequentially on an otherwise idle machine.
 """
@@ -293,7 +294,7 @@ def main(argv=None) -> int:
         print(skew(skew_reps), flush=True)
     if "reach" not in skip:
         from reach import reach
-        reach(["kubectl", "node"], runs, args.load)
+        reach(["kubectl", "node", "go-kube", "go-counter", "node-keys"], runs, args.load)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"# total wall time {time.perf_counter() - started:.0f} s; load average at end {load}")
     return 0

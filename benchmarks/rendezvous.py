@@ -34,7 +34,7 @@ from _bench import REPO, header, mean, percentile, table  # noqa: E402
 
 from clirace import observe  # noqa: E402
 from clirace.launch import Launcher  # noqa: E402
-from clirace.rendezvous import Rendezvous, commit_point_prefix  # noqa: E402
+from clirace.rendezvous import Arrival, Rendezvous, commit_point_prefix  # noqa: E402
 from clirace.stopper import LOCK_CALLS, READ_CALLS  # noqa: E402
 
 TARGETS = {
@@ -52,6 +52,9 @@ TARGETS = {
                        "config/read-then-lock/config.json", "{}\n", LOCK_CALLS["exclusive-create"],
                        "config/read-then-lock/config.lock", "keys"),
 }
+
+
+LOCKS = {"level3": "state/level3/lock", "level3-wait": "state/level3/lock"}
 
 
 def untargeted(prefix: list[str]) -> list[str]:
@@ -73,15 +76,18 @@ def one_round(name: str, mode: str, parallel: int) -> dict:
         trace = root / "trace"
         trace.mkdir()
         rendezvous = mode == "rendezvous"
-        prefixes = [commit_point_prefix(trace / f"inv-{i}", [str(root / stop_rel)], calls, cwd=str(root))
-                    for i in range(parallel)]
+        # The lock file too (level3's): its refused flocks are what prove the others blocked, not idleness.
+        locks = [str(root / LOCKS[name])] if name in LOCKS else []
+        prefixes = [commit_point_prefix(trace / f"inv-{i}", [str(root / stop_rel), *locks], calls, cwd=str(root),
+                                        also_trace="flock") for i in range(parallel)]
         wraps = {"plain": [()] * parallel, "traced": [untargeted(p) for p in prefixes], "rendezvous": prefixes}[mode]
         jobs = [(f"inv-{i}", [sys.executable, str(tool), *args_of(i)], None, wraps[i]) for i in range(parallel)]
         t0 = time.perf_counter()
         runnings = launcher.start_together(jobs)
         record = {}
         if rendezvous:
-            with Rendezvous.of(runnings, trace) as meeting:
+            arrival = Arrival.of([str(root / stop_rel)], cwd=str(root)) if calls == READ_CALLS else None
+            with Rendezvous.of(runnings, trace, arrival=arrival) as meeting:
                 meeting.wait_all_arrived()
                 meeting.release()
                 invocations = [r.finish() for r in runnings]

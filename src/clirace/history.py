@@ -126,6 +126,8 @@ class FileOp:
     lock: bool = False  # a flock or fcntl call that takes a lock
     args: str = ""
     fd: int | None = None  # the fd an open returned, or the one a call on an fd used
+    at: float = 0.0  # when (seconds since the epoch) in traces that have times (strace -ttt); 0 in older ones
+    child: int | None = None  # the thread or process a clone or fork made
 
 
 @dataclass(frozen=True)
@@ -191,13 +193,14 @@ Traces = dict[str, tuple[FileOp, ...]]  # invocation label -> the file operation
 class Rendezvous:
     """A round whose invocations were each stopped inside their race window and released together."""
     paths: tuple[str, ...]  # the state (and lock) files the stops were aimed at, from an earlier traced round
-    calls: str  # the system calls each invocation stopped just after, the first time it made one on them
+    calls: str  # the system calls each invocation was stopped after, on them, until it had arrived
     aimed: str  # why there: "the first read of its state", "its lock call, which comes after it read its state"
     arrived: dict[str, float] = field(default_factory=dict)  # label -> seconds after the start when it stopped
     stopped_at: dict[str, str] = field(default_factory=dict)  # label -> the traced call it stopped just after
     exited_before: tuple[str, ...] = ()  # labels that ended without ever stopping (refused by the lock, failed)
     released_after: float | None = None  # seconds after the start
-    why_released: str = ""  # "all arrived", "the others idle", "overall cap"
+    why_released: str = ""  # "all arrived", "the others blocked on the lock", "overall cap" ("the others idle": older)
+    blocked: dict[str, str] = field(default_factory=dict)  # label -> the proof it was blocked on a lock, not arrived
 
 
 @dataclass(frozen=True)
@@ -345,6 +348,11 @@ class KillPoint:
     when: int  # its number among the thread's calls of that name (on `path` only, when there is one)
     name: str  # for people: "write #2 to config.json itself"
     path: str = ""  # set when the call is on the config itself: the kill counts only calls on it (strace -P)
+    # Set when other processes of the invocation make such calls too (a shim's helpers): the program the writing
+    # process exec'd last and its argv ({sandbox} for the sandbox); the kill is then counted from that exec on,
+    # in that process only (`when` is numbered so), by an strace that takes it over just after the exec.
+    exec_path: str = ""
+    exec_argv: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -371,6 +379,7 @@ class WriterKilled(Trial):
     old: str = ""
     after: str | None = None
     kill_log: str = ""  # the end of strace's log of the killed run: which call of which thread it killed
+    taken_over: str = ""  # with KillPoint.exec_path: which process the killing strace took over, or why it could not
 
 
 @dataclass(frozen=True)

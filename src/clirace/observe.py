@@ -13,13 +13,17 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from . import locking
 from .history import FileOp
+from .locking import RENAMES as RENAMES, written_paths as written_paths  # re-exported: older callers
 
 FILE_CALLS = "open,openat,openat2,creat,close,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,flock,fcntl,truncate,ftruncate"
 WRITE_CALLS = "write,pwrite64,writev,pwritev,pwritev2"
 RENAME_CALLS = "rename,renameat,renameat2"
+# Which program a process runs and which threads and processes it starts (FileOp.child).
+PROCESS_CALLS = frozenset({"execve", "clone", "clone3", "fork", "vfork"})
 
-_LINE = re.compile(r"^(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)(?:<(?P<ret_path>[^>]*)>)?")
+_LINE = re.compile(r"^(?:(?P<at>\d+\.\d+)\s+)?(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)(?:<(?P<ret_path>[^>]*)>)?")
 # A path argument, with the directory strace -y shows for the dirfd before it (AT_FDCWD</cwd>, 3</dir>): a
 # relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
 _STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
@@ -61,22 +65,25 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
     imports would soak up the delay and spread the starts instead of widening the window.
     """
     writes = f"{WRITE_CALLS},{RENAME_CALLS}"
-    return [strace_path(), "-ff", "-qq", "-y", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
+    return [strace_path(), "-ff", "-qq", "-y", "-ttt", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 
-def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: str | None = None) -> list[str]:
+def kill_prefix(calls: str, when: int = 1, log: Path | str = "/dev/null", path: str | None = None,
+                attach: int | None = None) -> list[str]:
     """strace arguments that SIGKILL the process at its `when`-th call of `calls` (with `path`, the
     `when`-th of those on that path). The `log` shows which call of which process was killed (fds with their
     paths): it may be a child of the invocation (a shell script's `mv`), whose own exit status then reads
-    137, not a signal.
+    137, not a signal. With `attach`, the whole command line, attaching to that running process (counting
+    from then on) instead of starting one.
 
     Why `path`: strace counts `when` per thread. In a multi-threaded writer, "the 2nd write" without a path
     is whichever thread writes twice first, often not the one writing the config; restricted to the
     config's path (-P), only the calls on it are traced and counted."""
     only = ["-P", path] if path else []
+    target = ["-p", str(attach)] if attach is not None else ["--"]
     return [strace_path(), "-f", "-qq", "-y", *only, "-o", str(log), "-e", f"trace={calls}",
-            "-e", f"inject={calls}:signal=SIGKILL:when={when}", "--"]
+            "-e", f"inject={calls}:signal=SIGKILL:when={when}", *target]
 
 
 def killed(log: Path) -> bool:
@@ -125,8 +132,10 @@ def own_lines(path: Path | str, cap: int = TRACE_CAP):
 
 
 def trace_prefix(out_prefix: Path, calls: str) -> list[str]:
-    """strace arguments recording `calls` (fds shown with their paths), one output file per process."""
-    return [strace_path(), "-ff", "-qq", "-y", "-e", "signal=none", "-e", f"trace={calls}", "-o", str(out_prefix), "--"]
+    """strace arguments recording `calls` (fds shown with their paths, times since the epoch), one output file per
+    process."""
+    return [strace_path(), "-ff", "-qq", "-y", "-ttt", "-s", "4096", "-e", "signal=none", "-e", f"trace={calls}", "-o",
+            str(out_prefix), "--"]
 
 
 def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[FileOp, ...]:
@@ -141,9 +150,11 @@ def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[
         pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0
         for line in own_lines(trace):
             op = parse_line(line, cwd, pid)
-            if op and (root is None or op.writes or op.lock or any(p.startswith(root) for p in op.paths)):
+            if op and (root is None or op.writes or op.lock or op.call in PROCESS_CALLS
+                       or any(p.startswith(root) for p in op.paths)):
                 ops.append(op)
-    return tuple(ops)
+    # In the order they happened, across threads and processes (traces with times: -ttt); per process as written.
+    return tuple(sorted(ops, key=lambda op: op.at))
 
 
 def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
@@ -153,12 +164,12 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     call, args, ret = match["call"], match["args"], match["ret"]
     fd_path = _FD_PATH.match(args)
     if call in _FD_CALLS:  # the strings they print are data, not paths
-        paths = [_unescape(fd_path.group(2))] if fd_path else []
+        paths = [unescape(fd_path.group(2))] if fd_path else []
     else:
-        paths = [_absolute(_unescape(m["path"]), _unescape(m["dir"]) if m["dir"] else cwd)
+        paths = [_absolute(unescape(m["path"]), unescape(m["dir"]) if m["dir"] else cwd)
                  for m in _STRING.finditer(args)]
         if call in _OPEN_CALLS and match["ret_path"]:
-            paths = [_unescape(match["ret_path"])]  # the file it really opened, absolute (strace -y on the fd)
+            paths = [unescape(match["ret_path"])]  # the file it really opened, absolute (strace -y on the fd)
     flags: tuple[str, ...] = ()
     writes = lock = False
     if call in _OPEN_CALLS:
@@ -167,13 +178,17 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     elif call in ("write", "pwrite64", "writev", "pwritev", "pwritev2"):
         writes = True
     elif call in ("flock", "fcntl"):
-        lock = bool(re.search(r"LOCK_EX|LOCK_SH|F_SETLK|F_OFD_SETLK", args))
+        lock = locking.kernel_lock(args)
     ok = ret != "?" and not ret.startswith("-")
     # Which fd: a close of fd 1 shows the path of whatever file fd 1 is now (a temp file renamed onto the state
     # reads as the state), so "closed the fd it read through" needs the number, not the path.
     fd = int(ret) if call in _OPEN_CALLS and ok else int(fd_path.group(1)) if call in _FD_CALLS and fd_path else None
+    child = None
+    if call in PROCESS_CALLS:  # which program (its argv kept whole in args), which new thread or process
+        paths = paths[:1] if call == "execve" else []
+        child = int(ret) if ok and call != "execve" else None
     return FileOp(pid=pid, call=call, paths=tuple(paths), ok=ok, flags=flags, writes=writes, lock=lock,
-                  args=args[:300], fd=fd)
+                  args=args if call == "execve" else args[:300], fd=fd, at=float(match["at"] or 0), child=child)
 
 
 # strace's quoting of a string or an fd's path: \xNN (with -x/-xx), \NNN octal (1-3 digits: "\377\1"), C escapes.
@@ -181,7 +196,7 @@ _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.DOTALL)
 _C_ESCAPES = {"n": 10, "t": 9, "r": 13, "v": 11, "f": 12, "a": 7, "b": 8, '"': 34, "\\": 92, "'": 39, "?": 63}
 
 
-def _unescape(text: str) -> str:
+def unescape(text: str) -> str:
     """A path exactly as the kernel saw it, whatever bytes it holds: strace's escapes turned back into bytes,
     then os.fsdecode (a UTF-8 name such as tōol reads as itself; bytes that are not UTF-8 round-trip as
     surrogate escapes). strace escapes every byte outside printable ASCII, in octal by default and in hex
@@ -212,22 +227,8 @@ def _absolute(path: str, cwd: str) -> str:
 
 # --- readings of traced file operations that both the attack (scenarios/aim.py) and the checks need --------------
 
-RENAMES = ("rename", "renameat", "renameat2")
 OWN_DIRS = ("io/", "trace/")  # clirace's inputs, outputs and traces in a sandbox, relative to its root
 TEMP_DIRS = ("tmp/", "run/")  # the sandbox's TMPDIR and XDG_RUNTIME_DIR, relative to its root
-
-
-def written_paths(ops: tuple[FileOp, ...]) -> list[str]:
-    """Files a process created or wrote: opened for writing, or the target of a rename."""
-    out = []
-    for op in ops:
-        if not op.ok:
-            continue
-        if op.writes and op.paths:
-            out.append(op.paths[0])
-        elif op.call in RENAMES and len(op.paths) >= 2:
-            out.append(op.paths[1])
-    return list(dict.fromkeys(out))
 
 
 def shared_paths(ops: tuple[FileOp, ...], sandbox: str) -> list[str]:
@@ -235,8 +236,8 @@ def shared_paths(ops: tuple[FileOp, ...], sandbox: str) -> list[str]:
     what every sandbox shares, so runs in two sandboxes are not independent. Devices, /proc and Python's
     __pycache__ (written once per program, by O_EXCL temp file and rename) are not state."""
     root = sandbox.rstrip("/") + "/"
-    renamed = {op.paths[0] for op in ops if op.call in RENAMES and op.paths}
-    locked = {op.paths[0] for op in ops if op.ok and op.paths and takes_lock(op) and op.paths[0] not in renamed}
+    reading = locking.read([ops])
+    locked = {op.paths[0] for op in ops if op.paths and reading.held(op)}
     return sorted(p for p in locked | set(written_paths(ops))  # (a pipe or socket reads "pipe:[123]": no file)
                   if p.startswith("/") and not p.startswith((root, "/dev/", "/proc/")) and "/__pycache__/" not in p)
 
@@ -246,8 +247,3 @@ def watch_prefix(out_prefix: Path) -> list[str]:
     process at those calls only, not at every call: about 20 ms on a Python start-up, against 140 ms without."""
     return [strace_path(), "-ff", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none", "-e",
             f"trace={FILE_CALLS},{WRITE_CALLS}", "-o", str(out_prefix), "--"]
-
-
-def takes_lock(op: FileOp) -> bool:
-    """A lock call: a flock or fcntl that takes a lock, or a lock file created with O_CREAT|O_EXCL."""
-    return (op.call in ("flock", "fcntl") and op.lock) or {"O_CREAT", "O_EXCL"} <= set(op.flags)

@@ -1,28 +1,29 @@
 """A rendezvous inside the race window, and how much a clean run proves.
 
 Random delays cannot cover the start spread of eight start-ups on two busy cores. Instead each of N parallel
-invocations runs under `commit_point_prefix` (stopper.py has the strace mechanism): it stops just after the
-call that opens its race window (by default its first read of the state; for a tool that reads its state
-and only then locks, its lock call). `Rendezvous` waits until every live invocation has stopped there, then
-continues them all at once:
+invocations runs under `commit_point_prefix` (stopper.py has the strace mechanism), which stops it after
+every call of a chosen set on its state (and lock) files; `Rendezvous` continues each stop at once until the
+invocation has *arrived* (`Arrival`): its state read is over. It waits until every live invocation has
+arrived, then lets them go on, together or one at a time:
 
 - an unlocked read-modify-write then loses updates by construction: every invocation has read the same
   state before any of them writes, whatever the load and however far apart they started;
 - a correctly locked tool only costs the wait: the invocation holding the lock stops inside its critical
   section, the others are blocked on the lock (or gave up) and never arrive.
 
-Which call: the first read of the state (`READ_CALLS`, the default) suits a tool that locks before it reads
-or never locks. It stops after the *first* read call, and Python's and Go's whole-file reads make a second
-one (to see EOF) only after the release: a late reader of a file rewritten in place may then read torn
-content and fail, a real outcome but not a lost update. For a tool that reads and only then locks, stop at
-its lock call instead (`stopper.LOCK_CALLS[kind]` on the lock file): every invocation has read all of its
-state by then, the first holds the lock and the others have been refused once and retry after the release.
+Where the read ends (scenarios/aim.py chooses it from a traced round): after the `count`-th close of a state
+fd or open that found no state (`ends="close"`), counted over every thread and process of the invocation,
+for a tool that reads its state through fds it closes before it locks or writes: a tool reading twice, Go's
+open/fstat/read/close on whatever thread, a libuv threadpool; or after its first read call of the state
+(`ends="read"`, the default) for one that keeps its reading fd open (jq) or locks before it reads.
 
-When to stop waiting: all live invocations have arrived; or at least one has, `settle` seconds have passed
-since the last arrival, and every one still missing has been idle meanwhile (under `IDLE_SHARE` of a CPU: blocked
-on a lock, or polling it, rather than still starting up on a crowded CPU); or `overall` seconds
-have passed since the start (a cap for invocations that stay busy without arriving). An invocation that
-exits before arriving (refused by the lock, crashed) is not waited for.
+When to stop waiting: every live invocation has arrived; or at least one has, and every one still missing is
+*proven* blocked on a lock: the kernel lists it as waiting for one (/proc/locks), or its trace shows a lock
+call refused and it has used under `IDLE_SHARE` of a CPU for `settle` seconds since (polling the lock).
+Idleness alone proves nothing (Go parks its threads on futexes; a process waits for strace on a crowded
+CPU), so an invocation that is neither arrived nor proven blocked is waited for, up to `overall` seconds
+from the start (a cap, reported as such). An invocation that exits before arriving (refused by the lock,
+crashed) is not waited for.
 
 `checks._common.detection_bound` turns a clean run into a statement: which per-round failure rate it would
 have caught.
@@ -33,7 +34,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .stopper import POLL, READ_CALLS, Continuer, Stop, StopLog, cpu_ns, ended, require, stop_prefix
+from . import locking
+from .observe import parse_line
+from .procfs import stat_fields
+from .stopper import (POLL, READ_CALLS, STOPPED, Continuer, Stop, StopLog, cpu_ns, ended, lock_waiters, path_forms,
+                      require, stop_prefix)
 
 SETTLE = 0.3
 # A cap, not the usual cost: a locked tool is released `settle` after its holder arrives, because the others
@@ -45,13 +50,53 @@ OVERALL = 10.0
 # level3 polling its flock every 10 ms used 0.6% (tool and strace together); a start-up gets a fair share of
 # a core, 15% or more with a dozen runnable processes on two cores.
 IDLE_SHARE = 0.05
+PATIENCE = 1.0  # seconds to wait for every thread of a stopped invocation to join its stop
+CLOSE_CALLS = "open,openat,openat2,close"  # stopped at for ends="close": a close, or an open finding nothing
 
 
 def commit_point_prefix(trace_out: Path, paths: list[str], calls: str = READ_CALLS, cwd: str | None = None,
                         also_trace: str = "") -> list[str]:
-    """strace arguments that stop an invocation just after its first call of each of `calls` on `paths`
-    (the state file and, for the lock call, the lock file); one trace file per process at `trace_out`.PID."""
-    return stop_prefix(trace_out, paths, calls, when=1, cwd=cwd, also_trace=also_trace)
+    """strace arguments that stop an invocation just after each of its calls of `calls` on `paths` (the state,
+    and the lock files whose refusals prove it blocked); one trace file per process at `trace_out`.PID."""
+    return stop_prefix(trace_out, paths, calls, when="1+", cwd=cwd, also_trace=also_trace)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Where an invocation has arrived: just after its `count`-th end of a read of `state` (absolute paths).
+    Without `state`, at its first stop of any kind."""
+    state: frozenset[str] = frozenset()
+    ends: str = "read"  # "read": a read call on the state; "close": a close of a state fd, or an open of it that failed
+    count: int = 1
+
+    @classmethod
+    def of(cls, state: list[str], ends: str = "read", count: int = 1, cwd: str | None = None) -> "Arrival":
+        return cls(frozenset(state) | frozenset(path_forms(state, cwd)), ends, count)
+
+    def _on_state(self, line: str):
+        op = parse_line(line, "") if line != STOPPED else None
+        return op if op is not None and op.paths and op.paths[0] in self.state else None
+
+    def ends_read(self, line: str, opened: set[int]) -> bool:
+        """Whether the call on this line ends a read of the state. `opened`: the fds its opens of the state
+        returned (any thread's): a close ends a read only on one of those, not on another fd whose file now
+        bears the state's name (stdout redirected to a temp file that another invocation renamed onto it)."""
+        op = self._on_state(line)
+        if op is None:
+            return False
+        if self.ends == "close":
+            return (op.call == "close" and op.fd in opened) or (op.call in ("open", "openat", "openat2") and not op.ok)
+        return op.call in READ_CALLS.split(",")
+
+    def reached(self, log: StopLog) -> Stop | None:
+        """Call it while the process is stopped (`Rendezvous` does, once every thread has stopped): the stop it
+        arrived at, if its `count`-th read has ended by now, else None."""
+        if not self.state:
+            return log.stops[0] if log.stops else None
+        opened = {op.fd for events in log.events.values() for line in events
+                  if (op := self._on_state(line)) is not None and op.call in ("open", "openat", "openat2") and op.ok}
+        ends = [(pid, line) for pid, events in log.events.items() for line in events if self.ends_read(line, opened)]
+        return Stop(ends[-1][0], time.monotonic(), ends[-1][1]) if len(ends) >= self.count else None
 
 
 @dataclass
@@ -59,8 +104,13 @@ class Member:
     label: str
     running: object  # launch.Running, or anything with `pid` (and `proc`)
     log: StopLog
+    arrival: Arrival = field(default_factory=Arrival)
     arrived: Stop | None = None
+    blocked: str = ""  # why it counts as blocked on a lock (it never arrived): the proof
+    refused_at: float | None = None  # when its trace first showed a lock call refused
     exited_before: bool = False
+    _continued: dict = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
+    _stop_seen: float | None = None  # when a stop was first seen that not every thread has joined yet
     _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
     _cpu_at: float = 0.0
     _cpu_changed: float = 0.0  # the end of the last window in which it was busy (used over IDLE_SHARE)
@@ -79,13 +129,15 @@ class Rendezvous:
     started: float = field(default_factory=time.monotonic)
     released: float | None = None
     timed_out: bool = False  # released before every live invocation had arrived
-    why: str = ""  # "all arrived", "the others idle" (settle rule) or "overall cap"
+    why: str = ""  # "all arrived", "the others blocked on the lock" or "overall cap"
     continuer: Continuer | None = None
 
     @classmethod
-    def of(cls, runnings, trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL) -> "Rendezvous":
+    def of(cls, runnings, trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL,
+           arrival: Arrival | None = None) -> "Rendezvous":
         require()
-        return cls([Member(r.label, r, StopLog(trace_dir / r.label)) for r in runnings], settle, overall)
+        return cls([Member(r.label, r, StopLog(trace_dir / r.label), arrival or Arrival()) for r in runnings],
+                   settle, overall)
 
     # ------------------------------------------------------------------------------------------- waiting
     def wait_all_arrived(self) -> bool:
@@ -96,7 +148,7 @@ class Rendezvous:
         next_idle_check = now
         while True:
             now = time.monotonic()
-            self._poll()
+            self._poll(now)
             missing = [m for m in self.members if m.arrived is None and not m.exited_before]
             if not missing:
                 self.why = "all arrived"
@@ -107,22 +159,49 @@ class Rendezvous:
             if now >= next_idle_check:
                 next_idle_check = now + self.settle / 10
                 self._note_cpu(missing, now)
-            last = max((m.arrived.at for m in self.members if m.arrived), default=None)
-            if (last is not None and now - last >= self.settle
-                    and all(now - m._cpu_changed >= self.settle for m in missing)):
-                self.timed_out, self.why = True, "the others idle"
-                return False
+                waiting = lock_waiters()
+                if any(m.arrived for m in self.members) and all(self._blocked(m, waiting, now) for m in missing):
+                    self.timed_out, self.why = True, "the others blocked on the lock"
+                    return False
             time.sleep(POLL)
 
-    def _poll(self) -> None:
+    def _poll(self, now: float) -> None:
         for member in self.members:
-            stops = member.log.poll()
-            if stops and member.arrived is None:
-                member.arrived = stops[0]
-            if member.arrived is None and not member.exited_before and ended(member.running):
-                member.log.poll()
-                member.exited_before = not member.log.stops
-                member.arrived = member.log.stops[0] if member.log.stops else None
+            member.log.poll()
+            if member.arrived is None and member.log.pending and self._all_stopped(member, now):
+                member.arrived = member.arrival.reached(member.log)
+                if member.arrived is None:  # not there yet: on to its next call
+                    member._continued, member._stop_seen = dict(member.log.stopped), None
+                    member.log.continue_pending()
+            if member.arrived is None:
+                if member.refused_at is None and _refused(member.log):
+                    member.refused_at = now
+                if not member.exited_before and ended(member.running):
+                    member.exited_before = True  # (refused by the lock, failed, or never stopped where aimed)
+
+    @staticmethod
+    def _all_stopped(member: Member, now: float) -> bool:
+        """Whether every live thread of the invocation has stopped since it was last continued. Only then are all
+        its calls so far in the trace, and only then may it be continued: SIGCONT discards the stop strace
+        queued for a call another thread was finishing meanwhile (two Go threads closing the state at once),
+        so a read that ended then would go unstopped. A thread that never joins within PATIENCE (a stuck
+        one) is not waited for."""
+        member._stop_seen = member._stop_seen or now
+        live = [tid for tid in member.log.pids() if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+        joined = all(member.log.stopped.get(tid, 0) > member._continued.get(tid, 0) for tid in live)
+        return joined or now - member._stop_seen >= PATIENCE
+
+    def _blocked(self, member: Member, waiting: set[int], now: float) -> bool:
+        """Whether a missing invocation is proven blocked on a lock (module docstring); says why in `blocked`."""
+        if waiting & {member.running.pid, *member.log.pids()}:
+            member.blocked = "the kernel lists it waiting for a lock (/proc/locks)"
+        elif (member.refused_at is not None and now - member.refused_at >= self.settle
+              and now - member._cpu_changed >= self.settle):
+            member.blocked = (f"its lock call was refused, and it used under {IDLE_SHARE:.0%} of a CPU for "
+                              f"{self.settle:g} s since (waiting to try again)")
+        else:
+            member.blocked = ""
+        return bool(member.blocked)
 
     def _cpu(self, member: Member) -> int:
         return sum(cpu_ns(pid) for pid in {member.running.pid, *member.log.pids()})
@@ -196,8 +275,15 @@ class Rendezvous:
             "arrived": {m.label: {"after_s": at(m.arrived.at), "pid": m.arrived.pid, "call": m.arrived.call[:200]}
                         for m in self.members if m.arrived},
             "exited_before_arriving": [m.label for m in self.members if m.exited_before],
+            "blocked": {m.label: m.blocked for m in self.members if m.arrived is None and m.blocked},
             "timed_out": self.timed_out, "why": self.why,
             "released_after_s": at(self.released) if self.released is not None else None,
             "late_stops_continued": len(self.continuer.late) if self.continuer else 0,
             "settle_s": self.settle, "overall_s": self.overall,
         }
+
+
+def _refused(log: StopLog) -> bool:
+    """Whether the trace shows a lock call that did not take its lock (refused, or interrupted while waiting)."""
+    return any(line != STOPPED and (op := parse_line(line, "")) is not None and locking.asks(op) and not op.ok
+               for events in log.events.values() for line in events)

@@ -18,7 +18,13 @@ The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` 
   warns on stderr (the tool's stderr) when a relative PATH that exists resolves elsewhere, so `path_forms`
   passes the real path of a file that exists, and the relative form only of one that does not exist yet.
 - **`when=N` counts per syscall name and per thread**: `inject=read,pread64:...:when=1` stops at the first
-  of each. Later stops after a release are continued at once (`Continuer`).
+  of each, in each thread. To stop at the Nth of them in a process, whatever thread makes it, stop at every
+  one (`when=1+`) and count in the trace (rendezvous.Arrival). Later stops after a release are continued at
+  once (`Continuer`).
+- **A stop is a group-stop: every thread stops, and each writes `--- stopped by SIGSTOP ---`** in its own
+  trace file (-ff). Two threads whose injected calls end at once queue two SIGSTOPs; the SIGCONT that ends the
+  first group-stop discards the second, so that call goes unstopped. Read a multi-threaded process's trace,
+  and continue it, only once every live thread has joined the stop (`StopLog.stopped`).
 - **`--seccomp-bpf` must not be used**: the signal is then passed on the restart from a seccomp event stop,
   which the kernel ignores; the tracee never stops (measured). `-e trace=none` disables injection too.
 - **In /proc the stopped tracee reads `State: t (tracing stop)`, wchan `ptrace_stop`**, exactly as a tracee
@@ -32,13 +38,17 @@ The mechanism, as measured with strace 6.1 on Linux 6.x (x86_64); `stop_prefix` 
 - **Other signals wait**: sent to the stopped tracee they stay pending (a stopped tracee is not woken by
   them) and are delivered at the held point once SIGCONT arrives: SIGTERM then SIGCONT ends it there, and
   strace exits by the same signal (-15), so the record reads like the real thing. SIGKILL acts at once.
-  Never signal strace itself: on SIGTERM it kills its child and detaches.
+  Never signal strace itself: on SIGTERM it kills its child and detaches. (`Handover` starts strace with -D,
+  which makes the tool the launched process and strace a grandchild that only attaches to it, and -I1, since
+  -o blocks SIGTERM: on SIGTERM that strace lets go of the tool, still stopped, for another to take over.)
 
-`Hold` uses this to hold one invocation just after its lock call; rendezvous.py stops N of them at once.
+`Hold` uses this to hold one invocation just after its lock call; rendezvous.py stops N of them at once;
+`Handover` hands one over, just after an exec, to a strace that kills it at a counted call.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -48,12 +58,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from . import observe
+from . import locking, observe
 from .procfs import stat_fields
 
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
-LOCK_CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl"}
+LOCK_CALLS = locking.CALLS
 # Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
 AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
 POLL = 0.002
@@ -101,11 +111,11 @@ def path_forms(paths: list[str], cwd: str | None = None) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int = 1, cwd: str | None = None,
+def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int | str = 1, cwd: str | None = None,
                 also_trace: str = "") -> list[str]:
     """strace arguments that stop the process (SIGSTOP) just after its `when`-th call of each of `calls` on
-    `paths`, writing one trace file per process to `trace_out`.PID. `also_trace` records more calls on the
-    same paths (observation only; they are not stopped)."""
+    `paths` ("1+": after every one), writing one trace file per process to `trace_out`.PID. `also_trace`
+    records more calls on the same paths (observation only; they are not stopped)."""
     traced = ",".join(dict.fromkeys(c for c in f"{calls},{also_trace}".split(",") if c))
     argv = [observe.strace_path(), "-ff", "-qq", "-y", "-s", "256", "-e", "signal=SIGSTOP", "-e", f"trace={traced}"]
     for form in path_forms(paths, cwd):
@@ -128,6 +138,8 @@ class StopLog:
     _offsets: dict = field(default_factory=dict)
     _partial: dict = field(default_factory=dict)
     _last_call: dict = field(default_factory=dict)
+    events: dict = field(default_factory=dict)  # pid -> its call lines and STOPPED lines, in the order written
+    stopped: dict = field(default_factory=dict)  # pid -> how many STOPPED lines it has written
     stops: list = field(default_factory=list)  # every Stop seen, in order
     pending: list = field(default_factory=list)  # stops not continued yet
 
@@ -162,18 +174,34 @@ class StopLog:
             for line in lines[:-1]:
                 if line.startswith(STOPPED):
                     new.append(Stop(pid, time.monotonic(), self._last_call.get(pid, "")))
+                    self.events.setdefault(pid, []).append(STOPPED)
+                    self.stopped[pid] = self.stopped.get(pid, 0) + 1
                 elif not line.startswith(("---", "+++")):
                     self._last_call[pid] = line
+                    self.events.setdefault(pid, []).append(line)
         self.stops += new
         self.pending += new
         return new
 
     def continue_pending(self) -> list[Stop]:
-        """SIGCONT every stopped process not yet continued; returns those stops."""
+        """SIGCONT every stopped process not yet continued, once each; returns those stops.
+
+        Once per process, not once per stop line: a group-stop writes one line per thread, and one SIGCONT
+        continues them all; a second one, sent a moment later, continues the process's *next* stop as well
+        (a Go tool ran through five stops that way, past the rendezvous and into its lock)."""
         done, self.pending = self.pending, []
-        for stop in done:
-            resume(stop.pid)
+        for pid in dict.fromkeys(process_of(stop.pid) for stop in done):
+            resume(pid)
         return done
+
+
+def process_of(tid: int) -> int:
+    """The process (thread group) a thread belongs to; the id itself once it is gone."""
+    try:
+        with open(f"/proc/{tid}/status") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("Tgid:")), tid)
+    except (OSError, ValueError, IndexError):
+        return tid
 
 
 def resume(pid: int) -> None:
@@ -246,11 +274,7 @@ def hold_prefix(trace_out: Path, lock_path: str, kind: str, cwd: str | None = No
 def is_lock_call(line: str, kind: str) -> bool:
     """Whether a trace line is a successful lock call of `kind` (taking the lock, not dropping it)."""
     op = observe.parse_line(line, "")
-    if not op or not op.ok or op.call not in LOCK_CALLS[kind].split(","):
-        return False
-    if kind == "exclusive-create":
-        return {"O_CREAT", "O_EXCL"} <= set(op.flags) or op.call == "creat"
-    return op.lock and "F_UNLCK" not in op.args and "LOCK_UN" not in op.args
+    return op is not None and locking.takes(op, kind)
 
 
 def lock_held(path: str, kind: str) -> bool:
@@ -267,6 +291,125 @@ def lock_held(path: str, kind: str) -> bool:
             return any(len(f) > 5 and f[5] == inode for f in (line.split() for line in handle))
     except OSError:
         return False
+
+
+# --- taking a process over after its exec ------------------------------------------------------------------
+
+def exec_stop_prefix(trace_out: Path, exe: str) -> list[str]:
+    """strace arguments that stop the process just after each execve of `exe` (the string the process passes),
+    as a tracer that lets go of it on SIGTERM: daemonized (-D: the tracee is the launched process itself, not a
+    child that strace would kill on its way out) and interruptible (-I1: -o would block SIGTERM)."""
+    return [observe.strace_path(), "-I1", "-D", "-ff", "-y", "-s", "4096",
+            "-e", "quiet=attach,personality,exit,path-resolution", "-e", "signal=SIGSTOP", "-e", "trace=execve",
+            "-P", exe, "-e", "inject=execve:signal=SIGSTOP:when=1+", "-o", str(trace_out), "--"]
+
+
+def tracer_of(pid: int) -> int | None:
+    """The pid tracing `pid` (0: none), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("TracerPid:")), 0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Handover:
+    """An invocation started under `exec_stop_prefix(prefix, exe)`: at the exec of `exe` that `wanted(argv)`
+    accepts, the stopping strace lets go of the process, still stopped, and the strace command line
+    `attach(pid)` takes it over from that instant (a kill counted from the exec on); every other exec of `exe`
+    goes on at once. Why: a version manager's shim (a shell script running helpers before it execs the
+    interpreter) makes strace's per-thread counts land in its helpers; counted from the interpreter's exec, in
+    its process only, they land where the traced run numbered them. `note` says what happened."""
+
+    def __init__(self, running, prefix: Path, wanted: Callable[[list[str]], bool], attach: Callable[[int], list[str]]):
+        require()
+        self.running, self.log, self.wanted, self.attach = running, StopLog(prefix), wanted, attach
+        self.tracer: subprocess.Popen | None = None
+        self.note = ""
+
+    def take_over(self, timeout: float) -> bool:
+        """Wait for the wanted exec (or the end, or `timeout`) and hand the process over; True once done."""
+        deadline = time.monotonic() + timeout
+        while self.tracer is None and time.monotonic() < deadline and not ended(self.running):
+            self.log.poll()
+            for stop in self.log.pending[:]:
+                self.log.pending.remove(stop)
+                argv = exec_argv(stop.call)
+                if argv is not None and self.wanted(argv) and self._switch(stop.pid, argv):
+                    return True
+                resume(stop.pid)
+            time.sleep(POLL)
+        if self.tracer is None and not self.note:
+            self.note = "the process never exec'd the program that wrote the config in the traced run"
+        return self.tracer is not None
+
+    def _switch(self, pid: int, argv: list[str]) -> bool:
+        tracer = tracer_of(pid)
+        if tracer:
+            os.kill(tracer, signal.SIGTERM)  # it detaches; the process stays stopped
+        if not _until(lambda: tracer_of(pid) in (0, None), 5.0):
+            self.note = f"strace did not let go of pid {pid}"
+            return False
+        self.tracer = subprocess.Popen(self.attach(pid), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE)
+        attached = _until(lambda: tracer_of(pid) == self.tracer.pid or self.tracer.poll() is not None, 5.0)
+        if not attached or self.tracer.poll() is not None:
+            why = (self.tracer.stderr.read().decode(errors="replace").strip().splitlines() or ["no reason given"])[-1] \
+                if self.tracer.poll() is not None else "timed out"
+            self.note = f"strace could not take over pid {pid} after its exec of {argv[0]} ({why})"
+            self.close()
+            self.tracer = None
+            resume(pid)
+            return False
+        self.note = f"strace took over pid {pid} just after its exec of {' '.join(argv)[:200]}"
+        resume(pid)
+        return True
+
+    def close(self) -> None:
+        """Continue anything still stopped, and wait for the second strace (it ends with its tracee)."""
+        self.log.poll()
+        self.log.continue_pending()
+        if self.tracer is not None:
+            try:
+                self.tracer.wait(10)
+            except subprocess.TimeoutExpired:
+                self.tracer.kill()
+                self.tracer.wait()
+            if self.tracer.stderr:
+                self.tracer.stderr.close()
+
+
+def exec_argv(line: str) -> list[str] | None:
+    """The argv of a traced execve line ("execve(PATH, [ARGV...], ...) = 0"), None for another call."""
+    if not line.startswith("execve("):
+        return None
+    start, end = line.find("["), line.find("], ")
+    if start < 0 or end < start:
+        return None
+    return [observe.unescape(m.group(1)) for m in QUOTED.finditer(line[start:end])]
+
+
+QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL)
+    return True
+
+
+def lock_waiters() -> set[int]:
+    """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks.
+    (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves nothing.)"""
+    try:
+        with open("/proc/locks") as handle:
+            rows = [line.split() for line in handle]
+    except OSError:
+        return set()
+    return {int(f[5]) for f in rows if len(f) > 5 and f[1] == "->" and f[5].isdigit()}
 
 
 class Hold:
@@ -303,9 +446,12 @@ class Hold:
                         self.stop = stop
                 elif self.locked is not None and self.stop is None:
                     self.stop = stop
-            for stop in self.log.pending:  # stops before the lock, and the lock call's own when held inside
-                if stop is not self.stop:
-                    resume(stop.pid)
+            # Stops before the lock, and the lock call's own when held inside: continued, once per process, but
+            # never the held one's (its other threads' lines of the same stop are not a reason to go on).
+            held = process_of(self.stop.pid) if self.stop is not None else None
+            for pid in dict.fromkeys(process_of(stop.pid) for stop in self.log.pending if stop is not self.stop):
+                if pid != held:
+                    resume(pid)
             self.log.pending = [stop for stop in self.log.pending if stop is self.stop]
             if over:
                 break

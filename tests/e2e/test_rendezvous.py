@@ -36,14 +36,15 @@ def launcher(tmp_path: Path) -> Launcher:
     return Launcher(env, str(tmp_path), {}, 60)
 
 
-def rendezvous_round(tmp_path, tool, args_of, state: Path, n=N, calls=READ_CALLS):
+def rendezvous_round(tmp_path, tool, args_of, state: Path, n=N, calls=READ_CALLS, locks=()):
     """n invocations released together, stopped after their first of `calls` on `state` (by default their first
-    read), then released at once."""
+    read), then released at once. `locks`: lock files, traced so that a refused lock call shows."""
     trace = tmp_path / "trace"
     trace.mkdir()
     runnings = launcher(tmp_path).start_together(
         [(f"inv-{i}", [sys.executable, str(tool), *args_of(i)], None,
-          commit_point_prefix(trace / f"inv-{i}", [str(state)], calls, cwd=str(tmp_path))) for i in range(n)])
+          commit_point_prefix(trace / f"inv-{i}", [str(state), *map(str, locks)], calls, cwd=str(tmp_path),
+                              also_trace="flock")) for i in range(n)])
     with Rendezvous.of(runnings, trace) as rendezvous:
         rendezvous.wait_all_arrived()
         rendezvous.release()
@@ -80,12 +81,16 @@ def test_slow_syscall_heavy_start_up_still_meets_at_the_read(tmp_path):
 def test_locked_counter_loses_nothing_and_only_waits(tmp_path):
     state = seeded(tmp_path / "state" / "level3" / "counter", "0\n")
     waiting = ["counter", "incr", "--lock-timeout", "20000"]
-    invocations, rendezvous = rendezvous_round(tmp_path, LEVEL3, lambda i: waiting, state)
+    invocations, rendezvous = rendezvous_round(tmp_path, LEVEL3, lambda i: waiting, state,
+                                               locks=[state.with_name("lock")])
     assert all(inv.exit_code == 0 for inv in invocations)
     assert state.read_text() == f"{N}\n"
-    # The holder stopped inside its critical section; the others waited on the lock and never arrived.
-    assert len(rendezvous.arrived) == 1 and rendezvous.why == "the others idle"
-    assert rendezvous.record()["late_stops_continued"] == N - 1  # each later holder stopped once, continued
+    # The holder stopped inside its critical section; the others waited on the lock and never arrived: their
+    # traces show the flock refused (LOCK_NB, polled every 10 ms) and they sat idle.
+    assert len(rendezvous.arrived) == 1 and rendezvous.why == "the others blocked on the lock"
+    assert all("refused" in why for why in rendezvous.record()["blocked"].values())
+    assert len(rendezvous.record()["blocked"]) == N - 1
+    assert rendezvous.record()["late_stops_continued"] >= N - 1  # each later holder stopped, continued
 
 
 @pytest.mark.timeout(60)

@@ -44,13 +44,14 @@ def test_the_rendezvous_stops_at_the_close_only_of_the_fd_the_tool_read_through(
     """kubectl's shape closes its reading fd, then rewrites: stop at that close. jq never closes its reading fd;
     its stdout, a temp file another invocation renamed onto the state, closes under the state's name: that
     close must not pass for the end of its reading (the stop would come after the others had written)."""
+    from clirace.rendezvous import CLOSE_CALLS
     from clirace.scenarios.aim import aim
     from clirace.stopper import READ_CALLS
     kubectl = _round(("set-0", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/c.json", O_RDONLY) = 3</sandbox/home/c.json>',
                                 'close(3</sandbox/home/c.json>) = 0',
                                 'openat(AT_FDCWD</sandbox>, "/sandbox/home/c.json", O_WRONLY|O_TRUNC) = 3</sandbox/home/c.json>',
                                 'write(3</sandbox/home/c.json>, "{}", 2) = 2']))
-    assert aim(kubectl).calls == "close"
+    assert (aim(kubectl).ends, aim(kubectl).calls, aim(kubectl).count) == ("close", CLOSE_CALLS, 1)
     jq = _round(("set-0", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/s.json", O_RDONLY) = 3</sandbox/home/s.json>',
                            'close(1</sandbox/home/s.json>) = 0']),
                 ("set-1", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/s.json", O_RDONLY) = 3</sandbox/home/s.json>',

@@ -60,9 +60,11 @@ def test_stop_prefix_injects_sigstop_on_the_paths_and_keeps_the_stop_line(tmp_pa
     assert "--seccomp-bpf" not in argv  # strace 6.1 injects nothing under it
 
 
-def test_commit_point_stops_at_the_first_read_by_default(tmp_path):
+def test_commit_point_stops_at_every_read_by_default(tmp_path):
+    # Every one, not the first of each thread (strace counts when=N per thread): the rendezvous counts the ends
+    # of reads itself, over every thread, and continues those before its arrival.
     argv = commit_point_prefix(tmp_path / "t", [str(tmp_path / "s")])
-    assert f"inject={stopper.READ_CALLS}:signal=SIGSTOP:when=1" in argv
+    assert f"inject={stopper.READ_CALLS}:signal=SIGSTOP:when=1+" in argv
 
 
 def test_hold_prefix_stops_at_the_lock_call_and_the_calls_after_it(tmp_path):
@@ -140,3 +142,109 @@ def test_without_strace_it_says_not_available(monkeypatch):
     finally:
         monkeypatch.delenv("CLIRACE_NO_STRACE")
         observe.available.cache_clear()
+
+
+# --- where the rendezvous aims, and when an invocation has arrived -----------------------------------------
+
+def _traced_round(*traces):
+    from clirace.history import KeysRound
+    from clirace.observe import parse_line
+    return KeysRound(sandbox="/sb", amplified=True, traces={
+        f"set-{n}": tuple(parse_line(line, "/sb", pid) for pid, line in trace) for n, trace in enumerate(traces)})
+
+
+C = "/sb/home/c.json"
+OPEN, CLOSE = (f'openat(AT_FDCWD</sb>, "{C}", O_RDONLY|O_CLOEXEC) = {{fd}}<{C}>', f"close({{fd}}<{C}>) = 0")
+WRITE = (f'openat(AT_FDCWD</sb>, "{C}", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0600) = 5<{C}>', f'write(5<{C}>, "{{}}", 2) = 2')
+LOCK = ('openat(AT_FDCWD</sb>, "/sb/home/c.lock", O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC, 0600) = 6</sb/home/c.lock>',
+        'unlink("/sb/home/c.lock") = 0')
+
+
+def test_a_tool_reading_twice_is_stopped_after_its_second_read():
+    from clirace.scenarios.aim import aim
+    twice = [(1, OPEN.format(fd=3)), (1, CLOSE.format(fd=3)), (1, OPEN.format(fd=3)), (1, CLOSE.format(fd=3)),
+             *((1, line) for line in WRITE)]
+    met = aim(_traced_round(twice, twice))
+    assert (met.ends, met.count) == ("close", 2)
+
+
+def test_go_reading_on_two_threads_then_locking_is_stopped_after_both_reads_not_the_reread_under_the_lock():
+    # Two goroutines read the config at start-up (threads 11 and 12, fds 3 and 4, interleaved); then the lock,
+    # a third read under it (fd 3 again), and the rewrite. The window closes at the lock: 2 reads in it.
+    from clirace.scenarios.aim import aim
+    go = [(11, OPEN.format(fd=3)), (12, OPEN.format(fd=4)), (12, CLOSE.format(fd=3)), (11, CLOSE.format(fd=4)),
+          (11, LOCK[0]), (12, OPEN.format(fd=3)), (12, CLOSE.format(fd=3)), *((11, line) for line in WRITE),
+          (11, LOCK[1])]
+    refused = [(21, OPEN.format(fd=3)), (21, CLOSE.format(fd=3)), (22, OPEN.format(fd=3)), (22, CLOSE.format(fd=3)),
+               (21, LOCK[0].replace("= 6</sb/home/c.lock>", "= -1 EEXIST (File exists)"))]
+    met = aim(_traced_round(go, go, refused))
+    assert (met.ends, met.count, met.locks) == ("close", 2, ("home/c.lock",))
+    first_run = [(1, f'openat(AT_FDCWD</sb>, "{C}", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file or directory)')] * 2
+    assert aim(_traced_round(go, [*first_run, (1, LOCK[0]), *((1, line) for line in WRITE)])).count == 2
+
+
+def test_a_tool_locking_before_it_reads_is_stopped_at_its_first_read():
+    from clirace.scenarios.aim import aim
+    from clirace.stopper import READ_CALLS
+    locked_first = [(1, LOCK[0]), (1, OPEN.format(fd=3)), (1, CLOSE.format(fd=3)), *((1, line) for line in WRITE),
+                    (1, LOCK[1])]
+    met = aim(_traced_round(locked_first, locked_first))
+    assert (met.ends, met.calls, met.count) == ("read", READ_CALLS, 1)
+
+
+def _log(tmp_path, per_thread):
+    """A StopLog over trace files written as strace writes them: {tid: [line or STOPPED, ...]}."""
+    for tid, lines in per_thread.items():
+        (tmp_path / f"inv.{tid}").write_text("".join(f"{line}\n" for line in lines))
+    log = StopLog(tmp_path / "inv")
+    log.poll()
+    return log
+
+
+def test_arrival_counts_the_ends_of_reads_over_every_thread(tmp_path):
+    from clirace.rendezvous import Arrival
+    arrival = Arrival.of([C], "close", 2)
+    one = _log(tmp_path, {11: [OPEN.format(fd=3), CLOSE.format(fd=3), STOPPED], 12: [STOPPED]})
+    assert arrival.reached(one) is None  # one read ended: not there yet
+    (tmp_path / "inv.12").write_text(f"{STOPPED}\n{OPEN.format(fd=4)}\n{CLOSE.format(fd=4)}\n{STOPPED}\n")
+    both = _log(tmp_path, {})
+    assert both.stopped == {11: 1, 12: 2}
+    arrived = arrival.reached(both)
+    assert arrived is not None and arrived.pid == 12 and "close(4" in arrived.call
+    # a close of an fd it never opened on the state (stdout, now bearing the state's name) ends no read
+    (tmp_path / "other").mkdir()
+    stray = _log(tmp_path / "other", {7: [OPEN.format(fd=3), CLOSE.format(fd=3), f"close(1<{C}>) = 0", STOPPED]})
+    assert Arrival.of([C], "close", 2).reached(stray) is None
+
+
+def test_an_exec_line_gives_its_argv():
+    assert stopper.exec_argv('execve("/usr/bin/python3", ["/usr/bin/python3", "t \\"x\\".py", "a"], 0x55 /* 38 vars */)'
+                             ' = 0') == ["/usr/bin/python3", 't "x".py', "a"]
+    assert stopper.exec_argv("close(3) = 0") is None
+
+
+def test_a_group_stop_of_many_threads_is_continued_once(tmp_path, monkeypatch):
+    # Every thread of a stopped process writes its own STOPPED line; one SIGCONT continues them all, and a second
+    # would continue the process's next stop too. Two threads of this test process stand in for the tracee's.
+    import threading
+    ready, done = threading.Event(), threading.Event()
+    other = {}
+
+    def park():
+        other["tid"] = threading.get_native_id()
+        ready.set()
+        done.wait(5)
+
+    thread = threading.Thread(target=park)
+    thread.start()
+    ready.wait(5)
+    sent = []
+    monkeypatch.setattr(stopper, "resume", sent.append)
+    try:
+        log = _log(tmp_path, {os.getpid(): [READ, STOPPED], other["tid"]: [STOPPED]})
+        assert len(log.pending) == 2
+        log.continue_pending()
+    finally:
+        done.set()
+        thread.join()
+    assert sent == [os.getpid()]

@@ -10,11 +10,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from .. import locking
 from ..history import FileOp, History, Trial, WorkloadRound
-from ..observe import RENAMES, written_paths
-
-# An exclusively created temp file (tmpXXXX, tmp_obj_XXXX, x.tmp, x-temp-1) is not a lock file.
-_TEMP_NAME = re.compile(r"^tmp|[._-]te?mp(?:[._-]|$)", re.IGNORECASE)
+from ..locking import RENAMES, written_paths
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,8 @@ class Summary:
     locks: list[str]  # locking mechanisms, in words
 
 
-def summary(ops: tuple[FileOp, ...], within: str) -> Summary:
+def summary(ops: tuple[FileOp, ...], within: str, reading: locking.Reading | None = None) -> Summary:
+    """`reading`: what the whole round shows about its locks (locking.read), when there is one; else this trace's."""
     root = within.rstrip("/") + "/"
 
     def inside(path: str) -> bool:
@@ -43,23 +42,19 @@ def summary(ops: tuple[FileOp, ...], within: str) -> Summary:
     return Summary(written=[short(p) for p in written],
                    in_place=[short(p) for p in in_place if p not in renamed_onto],  # replaced by rename in the end
                    renamed_onto=sorted(short(dst) for dst in renamed_onto),
-                   locks=[short(m) for m in mechanisms(ops)])
+                   locks=[short(m) for m in mechanisms(ops, reading)])
 
 
-def mechanisms(ops: tuple[FileOp, ...]) -> list[str]:
-    """The locking mechanisms a trace shows, in words, with the file each one is on."""
+def mechanisms(ops: tuple[FileOp, ...], reading: locking.Reading | None = None) -> list[str]:
+    """The locking mechanisms a trace shows, in words, with the file each one is on (which calls are lock calls:
+    locking.py; a temp file made with O_EXCL, or a failed exclusive create of a marker, is none)."""
+    reading = reading or locking.read([ops])
     found = []
-    # A file created with O_EXCL and then renamed is a temp file (mkstemp), not a lock file.
-    renamed = {op.paths[0] for op in ops if op.call in RENAMES and op.paths}
     for op in ops:
         path = op.paths[0] if op.paths else "?"
-        if op.lock and op.call == "flock":
-            found.append(f"flock on {path}")
-        elif op.lock and op.call == "fcntl":
-            found.append(f"fcntl record lock on {path}")
-        elif ("O_EXCL" in op.flags and "O_CREAT" in op.flags and path not in renamed
-              and not _TEMP_NAME.search(os.path.basename(path))):  # git's objects/xx/tmp_obj_*: linked, not renamed
-            found.append(f"lock file created with O_CREAT|O_EXCL: {path}")
+        if reading.attempt(op):
+            found.append(f"flock on {path}" if op.call == "flock" else f"fcntl record lock on {path}"
+                         if op.call == "fcntl" else f"lock file created with O_CREAT|O_EXCL: {path}")
         elif path.endswith(("-journal", "-wal")):
             found.append(f"sqlite ({os.path.basename(path)})")
     return list(dict.fromkeys(found))
@@ -68,7 +63,8 @@ def mechanisms(ops: tuple[FileOp, ...]) -> list[str]:
 def summaries(trial: Trial) -> dict[str, Summary]:
     """label -> Summary, for a trial whose invocations were traced (empty otherwise)."""
     traces = getattr(trial, "traces", None) or {}
-    return {label: summary(ops, trial.sandbox) for label, ops in traces.items()}
+    reading = locking.read(traces.values())
+    return {label: summary(ops, trial.sandbox, reading) for label, ops in traces.items()}
 
 
 def describe(trial: Trial) -> str:

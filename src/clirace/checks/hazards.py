@@ -2,21 +2,27 @@
 opens a race window, whether or not a round lost anything. The rounds decide the criterion; these say why
 they may fail on another day, with the calls that show it:
 
-- the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all;
+- the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all
+  (an open of a state file made only to lock it is no read; a failed exclusive create of a marker is no lock);
 - a temp file at a fixed path is written by every invocation (two runs clobber each other's);
 - a lock file created with O_EXCL is left behind by an invocation that ended normally;
 - the state is rewritten in place (opened with O_TRUNC, or truncated) rather than replaced by a rename, so a
   reader or a crash in the middle of the write sees it torn. (A keys workload's config is left to CR603, in
   atomic-config-writes, which also samples and kills its writers.)
+
+What is a lock file and what is state is locking.py's reading, the rendezvous's too: a state file the tool locks
+through its own fd (lockf on the config, then truncate and write) is state.
 """
 from __future__ import annotations
 
 from collections import Counter
 
+from .. import locking
 from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
 from ..history import FileOp, History, WorkloadRound
 from ._common import finding
-from ..observe import OWN_DIRS, RENAMES, TEMP_DIRS, takes_lock, written_paths
+from ..locking import RENAMES, written_paths
+from ..observe import OWN_DIRS, TEMP_DIRS
 
 ID = "hazards"
 
@@ -25,18 +31,25 @@ def _rel(path: str, root: str) -> str:
     return path[len(root):] if path.startswith(root) else ""
 
 
+def _to_its_lock(ops: tuple[FileOp, ...], n: int, reading: locking.Reading) -> bool:
+    """Whether the open at `ops[n]` is the way to a lock on that very file: the next call on the fd it returned
+    is a lock call (lockf or flock on the state file itself), so nothing was read before the lock."""
+    opened = ops[n]
+    after = next((op for op in ops[n + 1:] if op.pid == opened.pid and op.fd == opened.fd), None)
+    return opened.fd is not None and after is not None and reading.attempt(after)
+
+
 def _round_hazards(trial: WorkloadRound) -> list[Finding]:
     root = trial.sandbox.rstrip("/") + "/"
     writers: Counter[str] = Counter()
     for ops in trial.traces.values():
         writers.update({r for p in written_paths(ops) if (r := _rel(p, root)) and not r.startswith(OWN_DIRS)})
     everyone = len(trial.traces)
-    locks = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
-             if op.paths and takes_lock(op)}  # lock files (O_EXCL, or flock'd / fcntl-locked): not state
+    reading = locking.read(trial.traces.values(), ignore=tuple(root + d for d in OWN_DIRS))
+    locks = {_rel(p, root) for p in reading.lock_files}  # (state locked in place is still state)
     renamed_away = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
                     if op.call in RENAMES and op.paths}
-    state = {p for p, n in writers.items() if n >= 2 and p not in locks and p not in renamed_away
-             and not p.startswith(TEMP_DIRS)}
+    state = locking.state_files(trial.traces, trial.sandbox, OWN_DIRS, TEMP_DIRS, min_writers=2)
     out: list[Finding] = []
     fixed_temps = sorted(p for p, n in writers.items() if n == everyone > 1 and p not in locks
                          and (p in renamed_away or p.startswith(TEMP_DIRS)))
@@ -45,8 +58,9 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
                            f"all {everyone} wrote {fixed_temps[0]}", path=fixed_temps[0], count=everyone))
     for label, ops in trial.traces.items():
         first_read = next((n for n, op in enumerate(ops) if op.call in ("open", "openat", "openat2") and op.ok
-                           and op.paths and _rel(op.paths[0], root) in state), None)
-        first_lock = next((n for n, op in enumerate(ops) if takes_lock(op)), None)  # tried, even if refused
+                           and op.paths and _rel(op.paths[0], root) in state and not _to_its_lock(ops, n, reading)),
+                          None)
+        first_lock = next((n for n, op in enumerate(ops) if reading.attempt(op)), None)  # tried, even if refused
         if first_read is not None and (first_lock is None or first_read < first_lock):
             read = ops[first_read]
             def shown(op: FileOp) -> str:
@@ -74,7 +88,8 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
         inv = trial.invocation(label)
         if inv is None or not inv.ok:
             continue
-        created = [op.paths[0] for op in ops if op.ok and op.paths and {"O_CREAT", "O_EXCL"} <= set(op.flags)]
+        created = [op.paths[0] for op in ops if op.ok and op.paths and locking.exclusive_create(op)
+                   and op.paths[0] in reading.lock_files]
         gone = {op.paths[0] for op in ops if op.ok and op.paths and op.call in ("unlink", "unlinkat", *RENAMES)}
         left = [p for p in created if p not in gone]
         if left:

@@ -3,7 +3,8 @@
 Crash injection: one traced run of a writer lists its write and rename calls that touch the config file's
 directory (the config itself, or a temp file beside it); then, in a fresh sandbox each, the writer is
 SIGKILLed by strace at each of those calls in turn (`inject=CALL:signal=SIGKILL:when=N`, N counted per
-call and per process, as strace does). The records keep the config before and after; the check decides
+call and per thread, as strace does; behind a version manager's shim, from the writing process's last exec,
+in that process only: `_numbered`). The records keep the config before and after; the check decides
 whether it is the old or the new one, whole.
 """
 from __future__ import annotations
@@ -14,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from .. import observe
-from ..history import ConfigSampled, KillPoint, KillPointsFound, Sample, WriterKilled
+from .. import observe, stopper
+from ..history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
 from ..spec import Workload
 from ..vocab import ConfigFormat, EventKind, WorkloadKind
 from . import _sqlite
@@ -58,13 +59,34 @@ def run(ctx: Context) -> None:
             # guess, beside which strace's own messages get their log (launch.strace_apart).
             log = box.trace_dir / f"kill-{secrets.token_hex(8)}.log"
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
-            wrap = observe.kill_prefix(point.call, when=point.when, log=log, path=str(path) if point.path else None)
-            box.run("killed-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
-                    i=0, n=1, session_id="s0")
+            killing = {"calls": point.call, "when": point.when, "log": log, "path": str(path) if point.path else None}
+            if point.exec_path:
+                _killed_after_exec(box, workload, point, killing)
+            else:
+                box.run("killed-writer", workload.run, wrap=observe.kill_prefix(**killing), key=workload.key_name(1),
+                        value="after-kill", i=0, n=1, session_id="s0")
             if observe.killed(log):
                 box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
             box.fields["after"] = read_config(box, path, workload.config.format)[0]
             box.fields["kill_log"] = (read_text(log, KILL_LOG_CAP * 64)[0] or "")[-KILL_LOG_CAP:]
+
+
+def _killed_after_exec(box: Box, workload: Workload, point: KillPoint, killing: dict) -> None:
+    """The killed writer, started under a strace that stops it at its exec of `point.exec_path` with the argv the
+    traced run saw; an strace that counts and kills from there takes it over (stopper.Handover)."""
+    root = str(box.sandbox.root)
+    wanted = [arg.replace("{sandbox}", root) for arg in point.exec_argv]
+    prefix = box.trace_dir / "exec"
+    running = box.start("killed-writer", workload.run, wrap=stopper.exec_stop_prefix(prefix, point.exec_path),
+                        key=workload.key_name(1), value="after-kill", i=0, n=1, session_id="s0")
+    handover = stopper.Handover(running, prefix, lambda argv: argv == wanted,
+                                lambda pid: observe.kill_prefix(**killing, attach=pid))
+    try:
+        handover.take_over(box.spec.timeout)
+        box.finish(running)
+    finally:
+        handover.close()
+        box.fields["taken_over"] = handover.note
 
 
 def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
@@ -76,39 +98,70 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         _seed(box, workload)
         path = Path(box.path(workload.config.path))
         box.fields["config_dir"] = str(path.parent)
-        wrap = observe.trace_prefix(box.trace_dir / "writer", KILL_CALLS)
+        wrap = observe.trace_prefix(box.trace_dir / "writer", f"{KILL_CALLS},{','.join(sorted(observe.PROCESS_CALLS))}")
         inv = box.run("traced-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
                       i=0, n=1, session_id="s0")
         ops = box.file_ops("writer")
         box.fields.update(traces={"traced-writer": ops}, after=read_config(box, path, workload.config.format)[0])
         if not inv.ok:
             raise TrialFailed(f"the config writer failed under trace ({inv.ending()}; {inv.printed()})")
-        # Numbered as the kill run will count: per thread (strace's pid files are per thread), and for calls
-        # on the config itself only among those (the kill run traces just that path).
-        every: dict[tuple[int, str], int] = {}  # per thread and call
-        on_it: dict[tuple[int, str], int] = {}  # the same, among calls on the config itself
-        for op in ops:
-            key = (op.pid, op.call)
-            every[key] = every.get(key, 0) + 1
-            # strace 6's -P follows fds but not the paths of a rename: renames are counted among all of them.
-            on_config = str(path) in op.paths and not op.call.startswith("rename")
-            if on_config:
-                on_it[key] = on_it.get(key, 0) + 1
-            if not any(Path(p).parent == path.parent for p in op.paths):
-                continue
-            n = on_it[key] if on_config else every[key]
-            if op.call.startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
-                name = f"{op.call} #{n} onto {Path(op.paths[-1]).name}"
-            elif str(path) in op.paths:
-                name = f"{op.call} #{n} to {path.name} itself"
-            else:  # a temp file's name is random; say what it is, not what it is called
-                name = f"{op.call} #{n} to a temp file beside {path.name}"
-            points.append(KillPoint(op.call, n, name, str(path) if on_config else ""))
+        points = _numbered(ops, path, str(box.sandbox.root))
         if len(points) > MAX_KILL_POINTS:  # keep the first writes, the last ones and the commit (last call)
             keep = sorted({*range(MAX_KILL_POINTS // 2), *range(len(points) - MAX_KILL_POINTS // 2, len(points))})
             points = [points[i] for i in keep]
         box.fields["points"] = tuple(points)
     return points
+
+
+def _numbered(ops: tuple[FileOp, ...], path: Path, root: str) -> list[KillPoint]:
+    """The kill points of a traced writer: its write and rename calls on the config or beside it, numbered as
+    the kill run will count them. strace counts per thread (its pid files are per thread), and calls on the
+    config itself only among those (the kill run traces just that path). When other processes of the
+    invocation make such calls too (a version manager's shim runs helpers that write to pipes), the kill run is
+    taken over at the writing process's last exec, so the calls are counted from that exec on, in its threads."""
+    tgid = _processes(ops)
+    kills = [op for op in ops if op.call not in observe.PROCESS_CALLS]
+    points = []
+    for at, op in enumerate(kills):
+        if not any(Path(p).parent == path.parent for p in op.paths):
+            continue
+        # strace 6's -P follows fds but not the paths of a rename: renames are counted among all of them.
+        on_config = str(path) in op.paths and not op.call.startswith("rename")
+        counted = [n for n, o in enumerate(kills) if o.call == op.call and (not on_config or str(path) in o.paths)]
+        execed = None
+        if any(tgid[kills[n].pid] != tgid[op.pid] for n in counted):  # another process counts too: hand over
+            execed = next((o for o in reversed(ops) if o.call == "execve" and o.ok and tgid[o.pid] == tgid[op.pid]
+                           and o.at <= op.at), None)
+        if execed is not None:
+            counted = [n for n in counted if tgid[kills[n].pid] == tgid[op.pid] and kills[n].at > execed.at]
+        when = sum(1 for n in counted if kills[n].pid == op.pid and n <= at)
+        if op.call.startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
+            name = f"{op.call} #{when} onto {Path(op.paths[-1]).name}"
+        elif str(path) in op.paths:
+            name = f"{op.call} #{when} to {path.name} itself"
+        else:  # a temp file's name is random; say what it is, not what it is called
+            name = f"{op.call} #{when} to a temp file beside {path.name}"
+        argv = stopper.exec_argv(f"execve({execed.args}) = 0") if execed is not None else None
+        points.append(KillPoint(op.call, when, name, str(path) if on_config else "",
+                                exec_path=_exec_path(execed) if execed is not None else "",
+                                exec_argv=tuple(a.replace(root, "{sandbox}") for a in argv or ())))
+    return points
+
+
+def _exec_path(op: FileOp) -> str:
+    """The program an execve ran, as the process named it (strace's -P matches that string)."""
+    match = stopper.QUOTED.match(op.args)
+    return observe.unescape(match.group(1)) if match else ""
+
+
+def _processes(ops: tuple[FileOp, ...]) -> dict[int, int]:
+    """Thread id -> process id, from the clones a trace shows (a thread is made by clone with CLONE_THREAD)."""
+    tgid: dict[int, int] = {}
+    for op in ops:
+        tgid.setdefault(op.pid, op.pid)
+        if op.call in ("clone", "clone3") and op.child and "CLONE_THREAD" in op.args:
+            tgid[op.child] = tgid[op.pid]
+    return tgid
 
 
 def _seed(box: Box, workload: Workload) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 from .. import observe, safefs
 from ..history import (ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous,
                        WorkloadRound)
-from ..rendezvous import OVERALL, commit_point_prefix
+from ..locking import CALLS as LOCK_CALLS
+from ..rendezvous import OVERALL, Arrival, commit_point_prefix
 from ..rendezvous import Rendezvous as RendezvousRun
 from ..stopper import NotAvailable, require
 from ..spec import Workload
@@ -98,9 +99,10 @@ class Parallel:
         self.box, self.amplified, self.meet, self.at_server = box, amplified, meet, at_server
 
     def wrap(self, label: str) -> list[str]:
-        if self.meet is not None:
-            paths = [str(self.box.sandbox.root / p) for p in self.meet.paths]
-            return commit_point_prefix(self.box.trace_dir / label, paths, self.meet.calls, cwd=self.box.launcher.cwd)
+        if self.meet is not None:  # the lock files too: a refused lock call is what proves one blocked
+            paths = [str(self.box.sandbox.root / p) for p in (*self.meet.paths, *self.meet.locks)]
+            return commit_point_prefix(self.box.trace_dir / label, paths, self.meet.calls, cwd=self.box.launcher.cwd,
+                                       also_trace=",".join(LOCK_CALLS.values()))
         if not self.amplified:
             return []
         delay = self.box.rng.randint(*DELAY_MS)
@@ -122,18 +124,20 @@ class Parallel:
 
 
     def _meet(self, jobs: list[Any]) -> None:
-        """Start them, wait until each has stopped inside its window (or the others are idle: blocked on a
+        """Start them, wait until each has stopped inside its window (or the others are proven blocked on a
         lock), release them in turn, and record who arrived and when."""
         assert self.meet is not None
         box = self.box
-        seen = self._in_turn(jobs, lambda runnings: RendezvousRun.of(runnings, box.trace_dir))
+        arrival = Arrival.of([str(box.sandbox.root / p) for p in self.meet.paths], self.meet.ends, self.meet.count,
+                             cwd=box.launcher.cwd)
+        seen = self._in_turn(jobs, lambda runnings: RendezvousRun.of(runnings, box.trace_dir, arrival=arrival))
         box.fields["rendezvous"] = Rendezvous(
             paths=self.meet.paths, calls=self.meet.calls, aimed=self.meet.why,
             arrived={label: float(a["after_s"]) for label, a in seen["arrived"].items()},
             stopped_at={label: str(a["call"]).replace(str(box.sandbox.root), "{sandbox}")
                         for label, a in seen["arrived"].items()},
             exited_before=tuple(seen["exited_before_arriving"]), released_after=seen["released_after_s"],
-            why_released=seen["why"])
+            why_released=seen["why"], blocked=dict(seen["blocked"]))
 
     def _meet_at_server(self, jobs: list[Any]) -> None:
         """The rendezvous for state in a server: the invocations reach it through a proxy that holds each one
