@@ -23,9 +23,7 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
     the spec under way) passed to `emit`, and exit status 130 or 143."""
     from dataclasses import replace
 
-    from .pipeline import judge, run
-    from .report._failed import Failed
-    from .spec import load_spec
+    from .spec import load_spec  # (the pipeline, and with it every check, is imported once a spec loaded)
 
     items: list = []
     seen: dict = {}
@@ -54,11 +52,13 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
                 try:
                     spec = load_spec(path, allow_outside_sandbox=opts.allow_outside_sandbox)
                     mine = replace(opts, rounds=max(opts.rounds or spec.rounds, needed)) if needed else opts
+                    from .pipeline import run
                     result = run(spec, mine, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
                 except errors.SpecError as exc:
                     if raise_spec_errors:
                         raise  # nothing to write it into: the error paragraph on stderr says it all
                     print(f"clirace: {exc.paragraph()}", file=sys.stderr)
+                    from .report._failed import Failed
                     items.append(Failed(str(path), exc))
                     continue
                 if keep and result.kept:
@@ -70,6 +70,7 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
             progress.stop()
             code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
             if "h" in seen:
+                from .pipeline import judge
                 items.append(judge(seen["h"]))  # the history says it was interrupted, and the judgement what it lacks
             if items:
                 emit(items)

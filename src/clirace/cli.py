@@ -64,8 +64,8 @@ def check(
     """Check the tools described by SPECS and print each one's §15 score with the evidence. Exit 0 when the gate
     passes, 1 when it fails (silent corruption, a score below --min-score, a regression against --baseline),
     2 for a bad spec or option."""
-    from . import _pyproject, registry
-    from .pipeline import Options
+    from . import _pyproject
+    from .options import Options
     from .sandbox import adopt_orphans
 
     settings = _pyproject.find(Path.cwd())
@@ -76,6 +76,8 @@ def check(
     min_score = min_score if min_score is not None else settings.min_score or 0
     rounds = rounds or settings.rounds
     checks = []
+    if only:
+        from . import registry
     for name in only or ():
         resolved = registry.resolve(name)
         if resolved is None:
@@ -83,12 +85,14 @@ def check(
         checks.append(resolved)
     if (confidence is None) != (rate is None):
         raise errors.UsageError("--confidence and --rate go together.", hint="e.g. --confidence 0.99 --rate 0.1.")
-    from .baseline import load, rounds_for
-    needed = rounds_for(confidence, rate) if confidence is not None and rate is not None else None
     if baseline is not None and len(paths) > 1:
         raise errors.UsageError("--baseline compares one spec's run; give one spec.",
                                 hint="Or compare saved results with `clirace diff OLD NEW`, one spec at a time.")
-    old = load(baseline) if baseline is not None else None
+    needed = old = None
+    if baseline is not None or confidence is not None:  # (baseline reads the checks' bounds: imported only here)
+        from .baseline import load, rounds_for
+        needed = rounds_for(confidence, rate) if confidence is not None and rate is not None else None
+        old = load(baseline) if baseline is not None else None
     outputs = _outputs(format, output, report, history, color)
     opts = Options(seed=seed, rounds=rounds, parallel=parallel, budget=budget, only=tuple(checks), keep=keep,
                    strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate)

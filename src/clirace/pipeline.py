@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, observe, registry, services
+from .options import Options  # noqa: F401 - re-exported: the options of a run
 from .plan import plan
 from .checks import reference
 from .checks._observed import observed_lines
@@ -31,20 +32,6 @@ from .scenarios._box import shared_between_sandboxes
 from .spec import Spec
 from .validate import coverage
 from .vocab import Failure
-
-
-@dataclass
-class Options:
-    seed: int | None = None
-    rounds: int | None = None
-    parallel: int | None = None
-    budget: float | None = None  # seconds of extra workload rounds after the spec's (--budget)
-    only: tuple[str, ...] = ()  # check ids; empty means all
-    keep: bool = False
-    strace: bool = True
-    allow_outside_sandbox: bool = False
-    confidence: float | None = None  # --confidence/--rate, recorded with the rounds they asked for
-    rate: float | None = None
 
 
 @dataclass

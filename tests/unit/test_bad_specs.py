@@ -129,15 +129,15 @@ CASES = [
     ("config_path_through_file.yaml", 7, "_support/not_executable.sh', a file, not a directory"),
 ]
 PARAMS = [pytest.param(name, line, fragment, id=name.removesuffix(".yaml")) for name, line, fragment in CASES]
+# Through the real CLI, one case of each way a spec is refused (the reader, YAML syntax and budgets, the schema,
+# names and placeholders, the program, the sandbox, tags): what the CLI adds (exit 2, one paragraph on stderr, no
+# traceback) does not depend on the case, and every case's message and place are held in process above. Each
+# case costs a process start (about 0.3 s of CPU); CLIRACE_ALL_CLI=1 runs every case through the CLI.
 CLI_CASES = {
-    "yaml_unclosed_quote.yaml", "yaml_tab_indent.yaml", "alias_bomb.yaml", "deeply_nested.yaml",
-    "empty.yaml", "binary_nul_bytes.yaml", "non_utf8_bytes.yaml", "type_parallel_string.yaml",
-    "misspelt_key_workloads.yaml", "missing_tool_command.yaml", "unknown_placeholder_sandbox.yaml",
-    "command_not_on_path.yaml", "program_not_executable.yaml", "cwd_absolute_nonexistent.yaml",
-    "timeout_in_words.yaml", "lock_hold_two_ways.yaml", "sandbox_cwd_root.yaml", "sandbox_take_path_escapes.yaml",
-    "timeout_trailing_newline.yaml", "tag_int_not_a_number.yaml", "integer_4400_digits.yaml", "argument_nul.yaml",
-    "env_value_too_large.yaml", "regex_repeat_too_large.yaml", "regex_catastrophic.yaml",
-    "sandbox_park_fifo_spec_dir.yaml",
+    "yaml_unclosed_quote.yaml", "alias_bomb.yaml", "deeply_nested.yaml", "empty.yaml", "binary_nul_bytes.yaml",
+    "non_utf8_bytes.yaml", "type_parallel_string.yaml", "misspelt_key_workloads.yaml",
+    "unknown_placeholder_sandbox.yaml", "command_not_on_path.yaml", "sandbox_take_path_escapes.yaml",
+    "tag_int_not_a_number.yaml", "argument_nul.yaml",
 }
 if os.environ.get("CLIRACE_ALL_CLI"):
     CLI_CASES = {name for name, _, _ in CASES}

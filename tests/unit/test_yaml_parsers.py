@@ -41,8 +41,8 @@ def shape(node) -> list:
 def test_libyaml_and_pure_python_build_the_same_nodes():
     compared = 0
     for path in CORPUS:
-        if path.stat().st_size > 100_000:
-            continue  # the size-limit case: refused before it is parsed
+        if path.stat().st_size > 100_000 or path.name == "deeply_nested.yaml":
+            continue  # refused before they are parsed (size, nesting); the pure-Python scanner takes 1 s on the second
         try:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
