@@ -38,6 +38,8 @@ def one_run(spec: Path) -> tuple[str, float]:
         data = json.loads(proc.stdout)
     except ValueError:
         return f"error (exit {proc.returncode})", wall
+    if "error" in data:  # a spec clirace could not check: its error object instead of a result
+        return f"error (exit {proc.returncode}: {data['error'].get('kind', '?')})", wall
     others = sorted(f"{c['id']}={c['status']}" for c in data["criteria"] if c["status"] != "pass")
     return f"{data['score']} [{', '.join(others) or 'all pass'}]", wall
 
