@@ -65,7 +65,8 @@ def main() -> int:
             walls.append(wall)
         walls.sort()
         seen = "; ".join(f"{o} x{n}" for o, n in outcomes.most_common())
-        print(f"| {spec.relative_to(REPO)} | {expected_score(spec)} | {seen} | {walls[len(walls) // 2]:.1f} |", flush=True)
+        shown = spec.relative_to(REPO) if spec.is_relative_to(REPO) else spec
+        print(f"| {shown} | {expected_score(spec)} | {seen} | {walls[len(walls) // 2]:.1f} |", flush=True)
     return 0
 
 
