@@ -94,6 +94,15 @@ def test_the_lost_increment_evidence_shows_the_servers_interleaving():
     assert found.evidence.observed.startswith("Redis MONITOR: c1 GET hits | c2 GET hits | c1 SET hits 1")
 
 
+def test_fifty_reads_before_the_writes_never_push_the_first_write_out_of_the_evidence():
+    from clirace.checks import _served
+    reads = tuple(redis(f"c{n}", "GET", "hits") for n in range(50))
+    writes = tuple(redis(f"c{n}", "SET", "hits", "1") for n in range(50))
+    shown = _served.describe(CounterRound(workload="w", server_ops=reads + writes))
+    assert shown.startswith("Redis MONITOR: c0 GET hits | c1 GET hits | c2 GET hits | ... (47 more GET) | "
+                            "c0 SET hits 1 | c1 SET hits 1 | c2 SET hits 1 | ... (47 more SET)"), shown
+
+
 def test_concurrent_modification_is_a_structured_refusal_and_exit_6_is_advised():
     printed = find_error(CONFLICT, "")
     assert printed.says_lock_held and printed.structured and printed.code == "CONCURRENT_MODIFICATION"

@@ -124,6 +124,28 @@ def describe(trial: Trial, labels: Iterable[str] = (), limit: int = 16, since: f
     if not data:
         return ""
     service = "Redis MONITOR" if data[0].service == "redis" else "PostgreSQL's statement log"
-    lines = " | ".join(shown(op) for op in data[:limit])
-    more = f" | ... ({len(data) - limit} more)" if len(data) > limit else ""
+    pieces = _runs_shortened(data)
+    lines = " | ".join(pieces[:limit])
+    more = f" | ... ({len(pieces) - limit} more)" if len(pieces) > limit else ""
     return f"{service}: {lines}{more}"
+
+
+def _verb(op: ServerOp) -> str:
+    return op.words[0].upper() if op.words else op.sql.split(None, 1)[0].upper()
+
+
+def _runs_shortened(data: list[ServerOp], keep: int = 3) -> list[str]:
+    """Commands as evidence with each long run of one verb cut to its first few: fifty clients that all read
+    before any writes show as three GETs, "47 more GET", then the first SET, so the write that loses the
+    others' updates is never cut off the end by the reads before it."""
+    pieces: list[str] = []
+    start = 0
+    while start < len(data):
+        end = start
+        while end < len(data) and _verb(data[end]) == _verb(data[start]):
+            end += 1
+        pieces.extend(shown(op) for op in data[start:min(end, start + keep)])
+        if end - start > keep:
+            pieces.append(f"... ({end - start - keep} more {_verb(data[start])})")
+        start = end
+    return pieces
