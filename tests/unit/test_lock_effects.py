@@ -175,3 +175,40 @@ def test_old_histories_without_the_new_fields_still_load():
     loaded = History.from_json(raw)
     assert isinstance(loaded.trials[0], LockConflict) and loaded.trials[0].effects == {}
     assert loaded.trials[0].hold is HoldMode.PARK and isinstance(LockWait(), LockWait)
+
+
+# --- the spec words: {key} and {value} in the lock commands, and what validate says --------------------------------
+
+SPEC = """
+version: 1
+tool: {{command: ["{{python}}", "-c", "pass"]}}
+{workloads}
+lock:
+  contender: {contender}
+  hold: {{park: {{command: ["set", "h"], fifo: "{{config_home}}/c.json"}}}}
+  error_command: {error}
+"""
+KEYS = 'workloads: [{kind: keys, run: ["set", "{key}", "{value}"], config: {path: "{config_home}/c.json", format: json}}]'
+
+
+def lock_line(tmp_path, contender='["set", "{key}", "{value}"]', workloads=KEYS, error='["fail"]'):
+    from clirace.spec import load_spec
+    from clirace.validate import coverage
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.format(contender=contender, workloads=workloads, error=error))
+    return next(c.how for c in coverage(load_spec(path), (False, "off"), servers=False) if c.criterion == "lock-excludes")
+
+
+def test_validate_says_how_the_lock_commands_effects_are_read_back_or_why_not(tmp_path):
+    assert "are read back from {config_home}/c.json (json)" in lock_line(tmp_path)
+    assert "no keys workload says how to read it back" in lock_line(
+        tmp_path, workloads='workloads: [{kind: counter, run: ["incr"], read: ["get"]}]')
+    assert "give lock.contender {key} and {value}" in lock_line(tmp_path, contender='["set", "c", "1"]')
+
+
+def test_key_and_value_are_lock_command_placeholders_only(tmp_path):
+    import pytest
+
+    from clirace.errors import SpecError
+    with pytest.raises(SpecError, match=r"unknown placeholder '\{key\}' in lock.error_command"):
+        lock_line(tmp_path, error='["fail", "{key}"]')
