@@ -146,10 +146,17 @@ def test_a_serial_command_refused_by_its_predecessors_leftover_is_a_finding_not_
     assert "clirace ended it" in said
 
 
-def test_a_refusal_that_outlasts_the_leftover_is_undecided_not_a_spec_error_nor_a_finding():
-    h = history(serial_keys(rerun_ok=False), *all_released())
+def test_a_refusal_while_a_leftover_would_not_go_is_undecided_and_one_that_outlasts_it_is_the_specs():
+    running = dataclasses.replace(LEFT, locks=(), ended_by_clirace=False, still_running=True, waited=1.0)
+    h = history(dataclasses.replace(serial_keys(rerun_ok=False), leftovers=(running,),
+                                    invocations=serial_keys().invocations[:1] + (inv("set-1", 4, stdout=ENVELOPE),)),
+                *all_released())
     (problem,) = reference.problems(h)
     assert not problem.spec and "whether the tool's own lock, outliving its command, refused it" in problem.message
+    assert lock_release.check(h).status == "pass"
+    h = history(serial_keys(rerun_ok=False), *all_released())  # refused again once the leftover had gone
+    (problem,) = reference.problems(h)
+    assert problem.spec and "set-1" in problem.message
     assert lock_release.check(h).status == "pass"
 
 
@@ -212,3 +219,16 @@ def test_key_and_value_are_lock_command_placeholders_only(tmp_path):
     from clirace.errors import SpecError
     with pytest.raises(SpecError, match=r"unknown placeholder '\{key\}' in lock.error_command"):
         lock_line(tmp_path, error='["fail", "{key}"]')
+
+
+def test_no_history_carries_a_cr201_beside_a_passed_lock_excludes():
+    """One exclusion property, judged once: wherever any check reports CR201, lock-excludes does not pass."""
+    from clirace.registry import judge_all
+
+    from .test_registry import EXAMPLES
+    stolen = dataclasses.replace(waited(0, 620, stdout="saved"), events=(event(EventKind.HELD, 0.0),))
+    histories = [make() for make in EXAMPLES.values()] + [history(conflict(inv("contender", 4, stdout=ENVELOPE)), stolen)]
+    for h in histories:
+        verdicts = judge_all(h)
+        if any(f.code == "CR201" for v in verdicts.values() for f in v.findings):
+            assert verdicts["lock-excludes"].status != "pass", verdicts["lock-excludes"]

@@ -106,16 +106,16 @@ def _shown(inv: Invocation) -> str:
 
 
 def _left_running(trial: Trial, inv: Invocation) -> Problem | None:
-    """A failure alone while a process an earlier command left running held on, and again after it was let go (or
-    it would not go): whether the tool's own leftover lock refused it cannot be told, so it is no spec error."""
-    leftover = next((left for left in trial.leftovers if left.refused == inv.label), None)
+    """A failure alone while a process an earlier command left running held on, and would not go (it held no lock
+    clirace could name, and did not end within its wait): whether the tool's own lock, outliving its command,
+    refused it cannot be told, so it is no spec error. (One that failed again once that process had gone failed
+    for a reason of its own: the spec's.)"""
+    leftover = next((left for left in trial.leftovers if left.refused == inv.label and left.still_running), None)
     if leftover is None:
         return None
-    fate = ("it was still running after {waited:g}s" if leftover.still_running else
-            "it failed again once that process had gone").format(waited=leftover.waited)
     return Problem("", f"run alone, {_shown(inv)} failed while a process {leftover.left_by} had left running (pid "
-                   f"{leftover.pid}: {leftover.command}) held on, and {fate}: whether the tool's own lock, outliving "
-                   "its command, refused it cannot be told", Failure.TOOL)
+                   f"{leftover.pid}: {leftover.command}) still ran after {leftover.waited:g}s: whether the tool's own "
+                   "lock, outliving its command, refused it cannot be told", Failure.TOOL)
 
 
 def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
