@@ -30,10 +30,46 @@ _HINT = re.compile(r'"retry_after_ms"\s*:\s*(\d+)')
 SIGNALS = {Way.SIGINT: signal.SIGINT, Way.SIGTERM: signal.SIGTERM, Way.SIGKILL: signal.SIGKILL}
 
 
-def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: str = "") -> str:
+class Stdin:
+    """The conflict contender's stdin: a pipe nobody writes to, as an agent's inherited pipe or terminal, where
+    /dev/null would answer a question at once. A contender blocked reading it (/proc/PID/syscall) after printing
+    something asked; one that reads it without a word is reading input, not asking, and is given the end of
+    input at once, as /dev/null would have."""
+    SETTLE = 0.1  # how long it must sit in its read before what it printed is taken as all it printed
+
+    def __init__(self) -> None:
+        self.read_end, self._answer = os.pipe()
+        self.name = f"pipe:[{os.fstat(self.read_end).st_ino}]"
+        self._since: float | None = None
+
+    def started(self) -> None:
+        os.close(self.read_end)
+
+    def end(self) -> None:
+        """End of input: a tool that asked answers itself now."""
+        if self._answer >= 0:
+            os.close(self._answer)
+            self._answer = -1
+
+    def asked(self, running: Running) -> str | None:
+        """What it printed before it sat reading its stdin (its question), or None while it does not."""
+        if self._answer < 0 or not _reads_stdin(running.pid, self.name):
+            self._since = None
+            return None
+        now = time.monotonic()
+        self._since = self._since or now
+        if now - self._since < self.SETTLE:  # what it printed may still be on its way through the pipe
+            return None
+        printed = " ".join(f"{running.printed_on('stdout')} {running.printed_on('stderr')}".split())
+        if not printed:
+            self.end()
+            return None
+        return printed[-300:]
+
+
+def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: Stdin | None = None) -> str:
     """Follow a contender while the lock is held until it exits ("ended"), opens the parked state ("reached"), sits
-    reading `stdin` (what fd 0 of the contender points at: a pipe nobody writes to) ("asked"), or `seconds` pass
-    ("running")."""
+    asking on `stdin` ("asked"), or `seconds` pass ("running")."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if running.poll() is not None:
@@ -41,16 +77,15 @@ def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: str 
         if hold.reached_by(running.pid):
             box.event(EventKind.REACHED_STATE, running.label)
             return "reached"
-        if stdin and _reads_stdin(running.pid, stdin):
-            box.event(EventKind.ASKED, running.label, " ".join(f"{running.printed_on('stdout')} "
-                                                               f"{running.printed_on('stderr')}".split())[-300:])
+        if stdin is not None and (question := stdin.asked(running)) is not None:
+            box.event(EventKind.ASKED, running.label, question)
             return "asked"
         time.sleep(POLL)
     return "running"
 
 
 def _reads_stdin(pgid: int, pipe: str) -> bool:
-    """A process of the group is blocked reading its fd 0, which is `pipe`: waiting for an answer on its stdin."""
+    """A process of the group is blocked reading its fd 0, which is `pipe`."""
     for pid in procfs.group(pgid):
         call, fd = procfs.blocked_in(pid)
         if call in procfs.READS and fd == 0 and procfs.fd_target(pid, 0) == pipe:
@@ -84,15 +119,15 @@ def _contend(box: Box, window: float, follow: float) -> bool:
     assert lock is not None
     with holder(box, longest=window + follow) as hold:
         hold.start()
-        # Its stdin is a pipe nobody writes to, as an agent's inherited pipe or terminal: a tool that asks on a
-        # conflict ("overwrite? [y/N]") waits there, where /dev/null would answer it at once.
-        asks, answer = os.pipe()
+        stdin = Stdin()  # a tool that asks on a conflict ("overwrite? [y/N]") waits there, as under an agent
         try:
-            running = box.start("contender", lock.contender, timeout=window + follow + box.spec.timeout, stdin=asks,
-                                **effects.values(box, "contender", lock.contender))
-            stdin = f"pipe:[{os.fstat(asks).st_ino}]"
+            running = box.start("contender", lock.contender, timeout=window + follow + box.spec.timeout,
+                                stdin=stdin.read_end, **effects.values(box, "contender", lock.contender))
+        except BaseException:
+            stdin.end()
+            raise
         finally:
-            os.close(asks)
+            stdin.started()
         try:
             seen = _watch(box, running, hold, window, stdin)
             if seen == "running":
@@ -101,7 +136,7 @@ def _contend(box: Box, window: float, follow: float) -> bool:
                 if seen == "running":
                     box.fields["watched"] = usage.read()  # idle, or working: whether it waits or is just slow
         finally:
-            os.close(answer)  # end of input: a tool that asked answers itself now, the lock still held
+            stdin.end()  # a tool that asked answers itself now, the lock still held
         if seen == "reached":
             box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
             running.stop("sent by clirace once it had reached the state the holder was reading")
