@@ -1,6 +1,7 @@
 """Shared test helpers. Unit tests (tests/unit) judge literal histories; e2e tests (tests/e2e) run real fixtures."""
 from __future__ import annotations
 
+import compileall
 import json
 import subprocess
 import sys
@@ -12,6 +13,14 @@ from .procs import no_leftovers  # noqa: F401 - a fixture shared by the tests th
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
+
+
+def pytest_configure(config):
+    """Byte-compile clirace once: the tests start it in a few hundred processes, and where PYTHONDONTWRITEBYTECODE
+    is set (CI images often set it) each would compile every module again (0.1 s a start; 4 s of the fast subset).
+    Python still reads bytecode it did not write itself."""
+    import clirace
+    compileall.compile_dir(Path(clirace.__file__).parent, quiet=2)
 
 
 def run_clirace(*args, timeout: float = 120, env=None, cwd=None) -> subprocess.CompletedProcess:

@@ -146,6 +146,24 @@ class ServerOp:
 
 
 @dataclass(frozen=True)
+class Leftover:
+    """A process an invocation of the trial left running after it exited (it left the invocation's process group),
+    found when a command that needed the tool's lock free was refused, or when clirace was about to start a
+    parallel round or a lock holder and it held a kernel lock. What it held is what /proc showed then."""
+    pid: int
+    parent: int  # its parent then (after a daemon's double fork: init or clirace, which adopts orphans)
+    age: float  # seconds it had been running when found
+    left_by: str  # the label of the finished invocation it came from
+    command: str  # its command line, capped
+    locks: tuple[str, ...] = ()  # kernel locks it held, from /proc/locks: "FLOCK WRITE /path"
+    outlived: float = 0.0  # seconds between the end of `left_by` and when it was found still running
+    refused: str = ""  # the command it refused (kept as refused-LABEL; LABEL is its run once this one ended)
+    waited: float = 0.0  # how long clirace waited for it to end (it was left to work, ended once idle)
+    ended_by_clirace: bool = False  # it was still there after the wait, so clirace ended it
+    still_running: bool = False  # clirace left it running (it held no kernel lock clirace could name)
+
+
+@dataclass(frozen=True)
 class Trial:
     """What every record has. `error` says why the experiment could not decide (setup failed, a holder never
     became ready, clirace was interrupted or failed): such a trial is judged unknown, never passed."""
@@ -159,6 +177,7 @@ class Trial:
     server_ops: tuple[ServerOp, ...] = ()  # what the trial's servers saw (spec `services`), in their order
     server_note: str = ""  # what the server observation could not see (lines dropped, log unreadable)
     failed_by: Failure | None = None  # with `error`: whose failure it was (older histories: see `failure`)
+    leftovers: tuple[Leftover, ...] = ()  # processes left by its finished invocations, found holding on (above)
 
     @property
     def failure(self) -> Failure | None:
@@ -278,9 +297,20 @@ class Watched:
 
 
 @dataclass(frozen=True)
-class LockConflict(Trial):
-    """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state,
-    stopped, released); contender runs while it is held; retry-N obey a LOCK_HELD hint once the holder ended.
+class LockTrial(Trial):
+    """What the lock experiments' records share: the effects of their commands. A command given {key} and {value}
+    (lock.contender, the hold command) wrote that key; after the holder ended, it was read back the way the spec's
+    keys workload reads its keys: `effects_config` is its config file then, or get-LABEL read it."""
+    effects: dict[str, tuple[str, str]] = field(default_factory=dict)  # invocation label -> (key, value)
+    effects_config: ConfigSnapshot | None = None
+
+
+@dataclass(frozen=True)
+class LockConflict(LockTrial):
+    """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state, asked,
+    blocked-on-lock, stopped, released); contender runs while it is held, its stdin a pipe nobody writes to (a
+    tool that asks on a conflict waits there, as under an agent); retry-N obey a LOCK_HELD hint once the holder
+    ended.
     The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
     the contender is still running, and only then released. Round 2 repeats a trial whose contender outlived
     the window (a finding made by the clock is seen twice before it is reported)."""
@@ -295,7 +325,7 @@ class LockConflict(Trial):
 
 
 @dataclass(frozen=True)
-class LockRelease(Trial):
+class LockRelease(LockTrial):
     """holder takes the lock and ends `way`; next runs the contender afterwards."""
     KIND: ClassVar[str] = "lock-release"
     way: Way = Way.NORMAL
@@ -304,7 +334,7 @@ class LockRelease(Trial):
 
 
 @dataclass(frozen=True)
-class LockWait(Trial):
+class LockWait(LockTrial):
     """alone: the contender with the wait option and the lock free; contender: the same while it is held."""
     KIND: ClassVar[str] = "lock-wait"
     hold: HoldMode = HoldMode.COMMAND
@@ -383,7 +413,7 @@ class WriterKilled(Trial):
 
 
 @dataclass(frozen=True)
-class Alone(Trial):
+class Alone(LockTrial):
     """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
     KIND: ClassVar[str] = "alone"
     command: str = ""  # "contender" or "error_command"

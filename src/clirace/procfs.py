@@ -97,3 +97,129 @@ def open_files(pid: int) -> list[str]:
         if target.startswith("/") and not target.startswith(("/dev/", "/proc/")):
             out.append(target)
     return out
+
+
+# --- what a process is blocked in, and the kernel locks it holds ------------------------------------------------
+
+# System call numbers clirace asks /proc/PID/syscall about, per machine (the kernel shows only the number).
+_CALLS = {
+    "x86_64": {0: "read", 17: "pread64", 19: "readv", 72: "fcntl", 73: "flock"},
+    "aarch64": {63: "read", 67: "pread64", 65: "readv", 25: "fcntl", 32: "flock"},
+}.get(os.uname().machine, {})
+READS = frozenset({"read", "pread64", "readv"})
+LOCK_CALLS = frozenset({"flock", "fcntl"})
+# Where the kernel sleeps a process waiting for a flock or an fcntl/lockf lock (names vary by kernel version).
+LOCK_WCHANS = ("locks_lock_inode_wait", "flock_lock_inode_wait", "posix_lock_inode_wait", "fcntl_setlk",
+               "do_lock_file_wait", "locks_lock_file_wait", "flock_lock_file_wait")
+
+
+def blocked_in(pid: int) -> tuple[str, int | None]:
+    """The system call `pid` is blocked in and its first argument (the fd, for the calls named in _CALLS), from
+    /proc/PID/syscall: ("read", 0), ("flock", 3); ("running", None) while it runs; ("?", None) in a call clirace
+    does not name, or outside any; ("", None) when it is gone or the file cannot be read."""
+    try:
+        with open(f"/proc/{pid}/syscall") as handle:
+            fields = handle.read().split()
+    except OSError:
+        return "", None
+    if fields[:1] == ["running"]:
+        return "running", None
+    if len(fields) < 2 or not fields[0].isdigit():  # "-1 ...": in the kernel, outside a system call
+        return ("?", None) if fields else ("", None)
+    name = _CALLS.get(int(fields[0]))
+    if name is None:
+        return "?", None
+    try:
+        return name, int(fields[1], 16)
+    except ValueError:
+        return name, None
+
+
+def waits_for_lock(pid: int) -> str:
+    """How `pid` is seen waiting for a kernel lock ("flock", "fcntl", or the kernel function it sleeps in), else
+    "". Where /proc hides both the call and wchan, "" too: no evidence, not a no."""
+    call, _fd = blocked_in(pid)
+    if call in LOCK_CALLS:
+        return call
+    where = wchan(pid)
+    return where if where.startswith(LOCK_WCHANS) else ""
+
+
+def fd_target(pid: int, fd: int) -> str:
+    """What fd `fd` of `pid` points at ("/path", "pipe:[45]"); "" once it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def fd_is(pid: int, fd: int, identity: tuple[int, int]) -> bool:
+    """Whether fd `fd` of `pid` is the file (st_dev, st_ino) `identity`."""
+    try:
+        st = os.stat(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == identity
+
+
+def open_identities(pid: int) -> dict[tuple[int, int], str]:
+    """(st_dev, st_ino) -> path of every file `pid` has open; empty once it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return {}
+    out = {}
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+            out[(st.st_dev, st.st_ino)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+    return out
+
+
+def kernel_locks() -> list[tuple[str, str, int, int, int]]:
+    """The locks the kernel holds, from /proc/locks: (kind FLOCK/POSIX/OFDLCK, mode READ/WRITE, the pid that took
+    it, st_dev, st_ino). Waiters ("->" lines) are left out. A flock names the process that called flock(), which
+    may have exited while a child that inherited the fd keeps the lock."""
+    try:
+        with open("/proc/locks") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":
+            continue
+        try:
+            major, minor, ino = fields[5].split(":")
+            out.append((fields[1], fields[3], int(fields[4]), os.makedev(int(major, 16), int(minor, 16)), int(ino)))
+        except ValueError:
+            continue
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has ended: its locks and files are gone)."""
+    return stat_fields(pid)[:1] not in ([], ["Z"], ["X"])
+
+
+def age(pid: int) -> float:
+    """Seconds since `pid` started; 0.0 once it is gone."""
+    fields = stat_fields(pid)
+    try:
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cmdline(pid: int, limit: int = 200) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            text = handle.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+    return text[:limit] + ("…" if len(text) > limit else "")

@@ -209,11 +209,17 @@ def _allowed_names(path: tuple, undeclared: frozenset[str] = frozenset()) -> fro
         return None if extra is None else base | frozenset(extra)
     if head == "lock":
         sub = path[1]
+        # A command that writes a key of its own ({key}, {value}) has it read back after the holder ended.
+        writes = {"key", "value"}
         if sub == "hold":
-            return base | {"ready_file", "release_file", "hold_seconds", "hold_ms", "pid", "now"}
+            held = base | {"ready_file", "release_file", "hold_seconds", "hold_ms", "pid", "now"}
+            runs = len(path) > 2 and (path[2] in ("command", "env") or path[2:4] == ("park", "command"))
+            return held | writes if runs else held
         if sub in ("wait_option", "wait_env"):
             return base | {"timeout_ms", "timeout_s"}
-        if sub in ("contender", "error_command"):
+        if sub == "contender":
+            return base | writes
+        if sub == "error_command":
             return base
         return None
     if head == "services":

@@ -36,10 +36,11 @@ workloads:                     # what must survive parallel calls (at least one,
   # - kind: output             # N parallel runs, distinct inputs: each output holds its own input's text
   #   run: ["process", "--input", "{input}", "--output", "{output}"]
 lock:                          # levels 1-3: how the tool's lock behaves when it is busy
-  contender: ["config", "set", "contender", "1"]   # TODO a mutating command that takes the lock
+  contender: ["config", "set", "{key}", "{value}"]   # TODO a mutating command that takes the lock; with {key}
+                               #   and {value} it writes a key of its own, read back like the keys workload's
   hold:                        # how clirace keeps the lock busy, exactly one of:
     park:                      # - a real invocation, parked while it reads this file (made a named pipe)
-      command: ["config", "set", "holder", "1"]
+      command: ["config", "set", "{key}", "{value}"]
       fifo: "{config_home}/mytool/config.json"
       invalid_content: "not json"   # TODO what the holder then reads to fail with the lock taken (level 2:
                                     #   release after an error); or instead, error_command below

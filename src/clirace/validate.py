@@ -49,6 +49,23 @@ def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
     return PARTIAL, how + "; it cannot pass without the error exit: add lock.error_command"
 
 
+def _effects(spec: Spec) -> str:
+    """How the lock experiments read back what their commands wrote, or why they cannot (scenarios/effects.py)."""
+    lock = spec.lock
+    assert lock is not None
+    writers = [name for name, command in (("lock.contender", lock.contender), ("the hold command", lock.hold.command))
+               if command and any({"key", "value"} & set(placeholders.names_in(arg)) for arg in command)]
+    keys = spec.workload("keys")
+    if not writers:
+        return ("; what it writes is not read back: give lock.contender {key} and {value} to catch one that exits 0 "
+                "without its change")
+    if keys is None:
+        return (f"; {' and '.join(writers)} write {{key}}, but no keys workload says how to read it back: what they "
+                "write is not checked (add a keys workload with config or read)")
+    how = f"{keys.config.path} ({keys.config.format})" if keys.config else "the keys workload's read command"
+    return f"; the keys {' and '.join(writers)} write are read back from {how} once the holder has ended"
+
+
 def coverage(spec: Spec, strace: tuple[bool, str], servers: bool = True) -> list[Coverage]:
     """Per criterion, what will exercise it. `servers`: say none can run when a server the spec declares is not
     installed (services.missing_message says which binary and how to install it)."""
@@ -67,7 +84,7 @@ def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
     out["no-silent-corruption"] = (FULL, f"workloads: {', '.join(kinds)}") if kinds else (NONE, "")
     if spec.lock:
         hold = {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
-        out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock")
+        out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock" + _effects(spec))
         out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
         out["lock-released-on-exit"] = _lock_release(spec, strace)
         given = [f"lock.wait_option {' '.join(spec.lock.wait_option)}"] if spec.lock.wait_option else []

@@ -83,6 +83,8 @@ class EventKind(_Word):
     STOPPED = "stopped"  # clirace stopped a contender on purpose (detail: why)
     KILL_INJECTED = "kill-injected"  # strace's log shows it SIGKILLed a process of the invocation
     HOLDER_GONE = "holder-gone"  # the holder had exited on its own, before clirace let it go
+    ASKED = "asked"  # a contender was seen blocked reading its stdin, a pipe nobody writes to (detail: what it printed)
+    BLOCKED_ON_LOCK = "blocked-on-lock"  # a contender holding the parked file open was seen in its lock call (detail)
 
 
 # The codes of a structured refusal: a lock held (§15), or a write refused because the state changed since it was

@@ -1,6 +1,7 @@
 """Property: any mutation of a bundled spec ends in a Spec or a SpecError (exit 2), never another exception,
-and within a deadline. Hypothesis draws the mutants, derandomized with a fixed budget, so CI runs the same
-500 + 500 every time (about 15 s on 2 busy cores).
+and within a deadline. Hypothesis draws the mutants, derandomized with a fixed budget, so every run draws the
+same ones: 250 + 250 in the fast subset (about 2.5 s), and 500 + 500 more from another fixed seed in the full
+suite (marked e2e for its time, although it launches nothing).
 
 Two kinds of mutants: of the YAML text (cut, insert a troublesome token, duplicate or swap lines), which
 exercise the YAML reader and its messages; and of the parsed data (replace a value by another type, a huge
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from clirace.errors import SpecError
@@ -27,9 +28,11 @@ from clirace.spec import Spec, load_spec
 
 from ..conftest import ROOT
 
-EXAMPLES = 500
-SETTINGS = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=5), derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], print_blob=True)
+EXAMPLES, DEEP_EXAMPLES = 250, 500
+_COMMON = dict(deadline=timedelta(seconds=5), database=None, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, **_COMMON)
+DEEP_SETTINGS = settings(max_examples=DEEP_EXAMPLES, **_COMMON)  # with @seed: fixed, and other mutants than SETTINGS's
 BUNDLED = sorted([*ROOT.glob("fixtures/**/*.yaml"), *ROOT.glob("docs/examples/*.yaml")])
 
 TOKENS = [": ", "- ", "[", "]", "{", "}", ",", "&a ", "*a", "<<: *a\n", "!!int ", "!!bool ", "!!timestamp ",
@@ -114,6 +117,16 @@ def test_text_mutants_load_or_are_refused(homes, mutant):
     check(homes[spec], text)
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@DEEP_SETTINGS
+@seed(18_2026)
+@given(text_mutants())
+def test_more_text_mutants_load_or_are_refused(homes, mutant):
+    spec, text = mutant
+    check(homes[spec], text)
+
+
 # ------------------------------------------------------------------------------------------- data mutants
 
 def _paths(node, prefix=()):
@@ -170,6 +183,16 @@ def test_data_mutants_load_or_are_refused(homes, mutant):
     check(homes[spec], text)
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@DEEP_SETTINGS
+@seed(18_2026)
+@given(data_mutants())
+def test_more_data_mutants_load_or_are_refused(homes, mutant):
+    spec, text = mutant
+    check(homes[spec], text)
+
+
 def test_the_bundled_specs_load(homes):
     for spec in BUNDLED:
         if spec.name == "noexec.yaml":
@@ -178,6 +201,6 @@ def test_the_bundled_specs_load(homes):
 
 
 def test_budget_is_fixed():
-    assert SETTINGS.max_examples >= 500 and SETTINGS.derandomize and len(BUNDLED) >= 10
+    assert SETTINGS.max_examples >= 250 and SETTINGS.derandomize and DEEP_SETTINGS.max_examples >= 500 and len(BUNDLED) >= 10
     assert list(itertools.islice(_paths({"a": [1]}), 3)) == [(), ("a",), ("a", 0)]
     assert os.path.basename(str(BUNDLED[0])).endswith(".yaml")

@@ -12,6 +12,7 @@ from clirace.scenarios import SCENARIOS
 from clirace.vocab import Way
 
 from . import test_lock_checks as lock
+from . import test_lock_effects as effects
 from . import test_server_hazards as served
 from . import test_session_atomic_checks as sa
 from . import test_workload_checks as wl
@@ -63,6 +64,13 @@ EXAMPLES = {
                                            retries=[inv("retry-1", 4, stdout=lock.ENVELOPE)])),
     "CR213": lambda: history(dataclasses.replace(lock.conflict(inv("contender", 4, stdout=lock.ENVELOPE, ended=6.2)),
                                                  window=5.05, alone=0.05, follow=2.5)),
+    "CR209": lambda: history(effects.with_effects(lock.conflict(inv("contender", 0, stdout=effects.OK)), "{}",
+                                                  contender=("k1", "v1"))),
+    "CR210": lambda: history(dataclasses.replace(lock.conflict(inv("contender", 1)), events=(
+        lock.event(lock.EventKind.HELD, 0.0), lock.event(lock.EventKind.ASKED, 0.1, "contender", "overwrite? [y/N]")))),
+    "CR306": lambda: history(effects.serial_keys(), *lock.all_released()),
+    "CR307": lambda: release_history(Way.NORMAL, dataclasses.replace(
+        lock.release("normal", 0, 0), leftovers=(dataclasses.replace(effects.LEFT, refused=""),))),
     "CR301": lambda: release_history(Way.NORMAL, lock.release("normal", 0, 1)),
     "CR302": lambda: release_history(Way.ERROR, lock.release("error", 3, 1)),
     "CR303": lambda: release_history(Way.SIGINT, lock.release("sigint", None, 1, signal=2)),

@@ -27,7 +27,7 @@ def test_fixture_specs_load(path):
     assert [w.kind for w in spec.workloads] == ["counter", "keys", "claim", "output"]
     assert spec.workload("keys").config.format == "json"
     assert spec.workload("claim").claimed == r"^claimed (\S+)$"
-    assert spec.lock is not None and spec.lock.contender == ("config", "set", "contender", "1")
+    assert spec.lock is not None and spec.lock.contender == ("config", "set", "{key}", "{value}")
     assert spec.timeout == 10.0
 
 

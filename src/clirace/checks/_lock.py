@@ -7,17 +7,19 @@ to answer, then was followed a little longer with the lock still held. An outcom
 outlived its window) was run twice; two runs that disagree are flaky, and decide nothing."""
 from __future__ import annotations
 
-from ..findings import NOT_TESTED, UNKNOWN, Verdict
-from ..history import History, LockConflict, Trial
+from ..findings import NOT_TESTED, UNKNOWN, Finding, Verdict
+from ..history import History, LockConflict, LockRelease, LockTrial, LockWait, Trial
 from ..lockerror import succeeded
 from ..timing import describe, idle
 from ..vocab import EventKind
-from ._common import not_run_verdict
+from ._common import finding, not_run_verdict, one_line
+from ._effects import effects_lost
 from .reference import lock_undecided
 
 NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
 STATES = {"reached": "opened the state the holder was reading", "waiting": "was still running when the holder let go",
-          "late": "answered only after its time to answer", "exited": "answered within its time to answer"}
+          "late": "answered only after its time to answer", "exited": "answered within its time to answer",
+          "asked": "asked for an answer on its stdin"}
 
 
 def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
@@ -59,12 +61,17 @@ def window(trial: LockConflict) -> float:
 
 
 def contender_state(trial: LockConflict) -> str:
-    """What the contender did while the lock was held: 'reached' the parked state; 'waiting', still running when
-    clirace let the holder go (after its window and the follow); 'late', it answered while the lock was still
-    held but after its window; or 'exited' within its window."""
+    """What the contender did while the lock was held: 'reached' the parked state; 'asked' for an answer on its
+    stdin (a pipe nobody wrote to); 'waiting', still running when clirace let the holder go (after its window and
+    the follow), or seen in its lock call on the parked file and stopped then; 'late', it answered while the lock
+    was still held but after its window; or 'exited' within its window."""
     contender = trial.invocation("contender")
     if trial.event(EventKind.REACHED_STATE, "contender"):
         return "reached"
+    if trial.event(EventKind.ASKED, "contender"):
+        return "asked"
+    if trial.event(EventKind.BLOCKED_ON_LOCK, "contender"):
+        return "waiting"
     released = trial.event(EventKind.RELEASED, "holder")
     if contender is not None and released is not None and released.at <= contender.ended:
         return "waiting"
@@ -101,3 +108,73 @@ def not_excluded(trial: LockConflict) -> str | None:
     if state in ("exited", "late") and contender is not None and succeeded(contender):
         return "ran and exited 0"
     return None
+
+
+def asked(trial: LockConflict) -> str:
+    """What a contender that waited for an answer on its stdin had printed (its prompt), "" when it did not ask."""
+    event = trial.event(EventKind.ASKED, "contender")
+    if event is None:
+        return ""
+    return one_line(event.detail.replace(trial.sandbox, "{sandbox}") if trial.sandbox else event.detail, 160) \
+        or "nothing"
+
+
+# --- effects: every invocation that exited 0 left its key --------------------------------------------------------
+
+def _when(trial: LockTrial, label: str) -> str:
+    if isinstance(trial, LockConflict) and label == "contender":
+        return {"exited": " while the lock was held", "late": " while the lock was held",
+                "waiting": " once the holder had let go"}.get(contender_state(trial), "")
+    if isinstance(trial, LockWait) and label == "contender":
+        return f" while the lock was held (with {trial.option})"
+    if label == "holder":
+        return " as the holder, once let go" if not isinstance(trial, LockRelease) else " as the holder"
+    return " with the lock free"
+
+
+def silent_losses(trial: LockTrial) -> list[Finding]:
+    """CR209 for every invocation of the trial that exited 0 and whose key was not there afterwards."""
+    out = []
+    for label, key, value, found in effects_lost(trial)[0]:
+        where = trial.effects_config.path if trial.effects_config is not None else f"get-{label}"
+        shown = f"{key} is missing" if found is None else f"{key} holds {one_line(found, 80)!r}"
+        labels = [label] + (["holder"] if label != "holder" and trial.invocation("holder") else [])
+        out.append(finding("CR209", trial, labels, f"{key} holding {value}", f"{shown} ({where})",
+                           label=label, when=_when(trial, label), found=shown))
+    return out
+
+
+def lost_labels(trial: LockTrial) -> set[str]:
+    return {label for label, *_ in effects_lost(trial)[0]}
+
+
+def ran_while_held(history: History) -> list[Finding]:
+    """CR201 for a contender of the lock-wait experiment that got past the held lock (reached the parked state, or
+    exited 0 with its key there or unknown): the conflict experiment's own is judged by lock-excludes' check."""
+    out = []
+    for trial in history.of(LockWait):
+        inv = trial.invocation("contender")
+        if trial.error or inv is None or holder_gone(trial):
+            continue
+        if trial.event(EventKind.REACHED_STATE, "contender"):
+            how = f"opened the state file the holder was reading, with {trial.option}"
+        elif succeeded(inv) and "contender" not in lost_labels(trial):
+            how = f"ran and exited 0 with {trial.option}"
+        else:
+            continue
+        out.append(finding("CR201", trial, ["holder", "contender"], "a LOCK_HELD error", inv.ending(), how=how))
+    return out
+
+
+def lock_trials(history: History) -> list[LockTrial]:
+    """The lock experiments' trials that finished (the reference runs alone aside)."""
+    return [t for t in history.trials if isinstance(t, (LockConflict, LockWait, LockRelease)) and not t.error]
+
+
+def effects_note(history: History) -> str:
+    """What a pass of lock-excludes says about the keys read back, so that 'not read back' never reads as 'kept'."""
+    read = [effects_lost(t) for t in lock_trials(history)]
+    judged = sum(found for _, found, _ in read)
+    why = next((w for _, _, w in read if w), "")
+    said = f"; every key written by an invocation that exited 0 was there afterwards ({judged})" if judged else ""
+    return said + (f" (not judged: {why})" if why else "")

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 from .. import patterns, placeholders
 from ..configfile import TooLarge, Unparseable, lookup, parse
 from ..findings import Finding
-from ..history import ClaimRound, CounterRound, KeysRound
+from ..history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, Trial
 from ..lockerror import find_error
 from ..vocab import Outcome
 from ._common import Undecided, finding, read_back
 
 INTEGER = re.compile(r"-?\d+")
+Written = dict[str, tuple[str, str]]  # the writer's label -> (key, value)
 
 
 def read_counter(trial: CounterRound, label: str) -> int:
@@ -35,15 +37,26 @@ def read_counter(trial: CounterRound, label: str) -> int:
     return int(text)
 
 
+def _get_label(label: str) -> str:
+    """The read-back of a keys round's writer: set-N is read by get-N, earlier-N by get-earlier-N."""
+    return f"get-{label.removeprefix('set-')}"
+
+
 def unread(trial: KeysRound) -> dict[str, str]:
+    """key -> why its read-back says nothing about it (see `unread_of`)."""
+    return unread_of(trial, {**trial.earlier, **trial.keys}, trial.config, _get_label)
+
+
+def unread_of(trial: Trial, written: Written, config: ConfigSnapshot | None, get_label: Callable[[str], str]) \
+        -> dict[str, str]:
     """key -> why its read-back says nothing about it: the read ended without an answer (timed out, killed) or
     was refused by the tool's lock. Such a key is neither present nor lost: unknown (Jepsen's set checker: never
     read is unknown). A read that failed otherwise is the tool's answer: the key is not there."""
     out: dict[str, str] = {}
-    if trial.config is not None:
+    if config is not None:
         return out
-    for label, (key, _value) in {**trial.earlier, **trial.keys}.items():  # read back as in found_values
-        get = trial.invocation(f"get-{label.removeprefix('set-')}")
+    for label, (key, _value) in written.items():
+        get = trial.invocation(get_label(label))
         if get is None:
             continue  # never read, because its writer failed: its key may be absent
         if get.outcome is Outcome.UNKNOWN:
@@ -54,14 +67,19 @@ def unread(trial: KeysRound) -> dict[str, str]:
 
 
 def found_values(trial: KeysRound) -> tuple[dict[str, str | None], Finding | None]:
-    """key -> value found afterwards (None if missing or unread: see `unread`); or a finding when the config
-    does not parse."""
-    config = trial.config
-    written = {**trial.earlier, **trial.keys}  # earlier-N is read back by get-earlier-N, set-N by get-N
+    """key -> value found after a keys round (see `values_of`)."""
+    return values_of(trial, {**trial.earlier, **trial.keys}, trial.config, _get_label)
+
+
+def values_of(trial: Trial, written: Written, config: ConfigSnapshot | None, get_label: Callable[[str], str]) \
+        -> tuple[dict[str, str | None], Finding | None]:
+    """key -> value found afterwards for each key `written` (label -> (key, value)), from the config snapshot or
+    the read-back invocations get_label(label) (None if missing or unread: see `unread_of`); or a finding when
+    the config does not parse."""
     if config is None:
         values: dict[str, str | None] = {}
         for label, (key, _value) in written.items():
-            get = trial.invocation(f"get-{label.removeprefix('set-')}")
+            get = trial.invocation(get_label(label))
             # A key read back as empty with exit 0 is gone, not stale: tools print nothing for a missing key.
             values[key] = get.stdout.strip() or None if get is not None and get.ok else None
         return values, None

@@ -1,32 +1,61 @@
-"""Lock excludes (level 1): while the lock is held, a contender does not run against the shared state."""
+"""Lock excludes (level 1): while the lock is held, a contender does not run against the shared state, and no
+invocation of a lock experiment that exits 0 loses what it wrote.
+
+Judged once, on every lock experiment: the conflict's contender, the lock-wait experiment's contender (a tool that
+takes over a lock it thinks stale gets past it only while it waits), and the keys every invocation that exited 0
+wrote, read back once the holder ended (silent loss: a contender answering a busy lock with success and doing
+nothing, or a write another rewrote away)."""
 from __future__ import annotations
 
-from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ..history import History
+from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
+from ..history import History, LockConflict
+from ..vocab import EventKind
 from ._common import finding
-from ._lock import again, conflict_trial, contender_state, holder_gone, not_excluded, waited, window
+from ._lock import (again, asked, conflict_trial, contender_state, effects_note, holder_gone, lock_trials,
+                    lost_labels, not_excluded, ran_while_held, silent_losses, waited, window)
+from .reference import lock_undecided
 
 ID = "lock-excludes"
 
 
 def check(history: History) -> Verdict:
-    trial = conflict_trial(history, ID)
-    if isinstance(trial, Verdict):
-        return trial
+    found = conflict_trial(history, ID)
+    if isinstance(found, Verdict) and (found.status == NOT_TESTED or lock_undecided(history)):
+        return found
+    verdict = found if isinstance(found, Verdict) else _conflict(found, history)
+    elsewhere = ran_while_held(history) + [f for t in lock_trials(history) if not isinstance(t, LockConflict)
+                                           for f in silent_losses(t)]
+    failed = [f for f in verdict.findings + elsewhere if not f.advisory]
+    if failed:
+        return Verdict(ID, FAIL, "; ".join(dict.fromkeys(f.message() for f in failed)), verdict.findings + elsewhere)
+    if verdict.status == PASS:
+        verdict.summary += effects_note(history)
+    return verdict
+
+
+def _conflict(trial: LockConflict, history: History) -> Verdict:
     contender = trial.invocation("contender")
     assert contender is not None
+    losses = silent_losses(trial)
     how = not_excluded(trial)
-    if how:
+    if how and "contender" not in lost_labels(trial):  # a contender whose key is gone is judged by its loss
         if holder_gone(trial):
             return Verdict(ID, UNKNOWN, "the holder had exited before the contender finished, so the contender "
-                           "may have run after the lock was free")
+                           "may have run after the lock was free", losses)
         f = finding("CR201", trial, ["holder", "contender"], "the contender fails or waits", how + again(history),
                     how=how)
-        return Verdict(ID, FAIL, f.message(), [f])
+        return Verdict(ID, FAIL, f.message(), [f, *losses])
+    if losses:
+        return Verdict(ID, FAIL, losses[0].message(), losses)
     state = contender_state(trial)
     after = "then completed after the lock was released" if contender.ok else f"then {contender.ending()}"
+    if state == "asked":
+        return Verdict(ID, PASS, f"the contender stopped to ask on its stdin while the lock was held ({asked(trial)}),"
+                       f" without running; given no answer (end of input), it ended with {contender.ending()}")
     if state == "waiting":
         blocked, watched = waited(trial)
+        if (seen := trial.event(EventKind.BLOCKED_ON_LOCK, "contender")) is not None:
+            watched += f"; {seen.detail.replace(trial.sandbox, '{sandbox}') if trial.sandbox else seen.detail}"
         held = f"{window(trial):g} s" + (f" and {trial.follow:g} s more" if trial.follow else "")
         if not blocked:
             return Verdict(ID, UNKNOWN, f"could not decide: the contender was still running after {held} while the "
@@ -40,3 +69,4 @@ def check(history: History) -> Verdict:
                        f"({contender.ending()}; {contender.printed(100)}){again(history)}")
     return Verdict(ID, PASS, f"the contender was refused while the lock was held ({contender.ending()}; "
                    f"{contender.printed(100)})")
+

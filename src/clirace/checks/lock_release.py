@@ -1,9 +1,14 @@
 """Lock released on exit (level 2): after the holder ends normally, with an error, by Ctrl-C or by SIGTERM,
-the next invocation gets the lock. After SIGKILL, whether it does is reported as advice only."""
+the next invocation gets the lock. After SIGKILL, whether it does is reported as advice only.
+
+Wherever a command that needed the lock free was refused while a process an earlier, finished command had left
+running held on, and ran once that process had gone, the lock outlived its command (CR306): in a reference run,
+a setup, the release experiment's next, a retry after the holder ended. A leftover found holding a kernel lock
+before a parallel round or a lock holder, with no refusal to show for it, is advice (CR307)."""
 from __future__ import annotations
 
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
-from ..history import History, LockConflict, LockRelease
+from ..history import History, LockConflict, LockRelease, Leftover, Trial
 from ..lockerror import succeeded
 from ..vocab import Way
 from ._common import finding, not_run_verdict
@@ -25,6 +30,9 @@ def check(history: History) -> Verdict:
     for t in history.of(LockRelease):
         runs.setdefault(t.way, []).append(t)
     trials = {way: mine[0] for way, mine in runs.items()}  # a second run of a way only confirms or refutes the first
+    outlived = _outlived(history)
+    if outlived:
+        return Verdict(ID, FAIL, outlived[0].message(), outlived)
     if not trials:
         return not_run_verdict(ID, history, "lock-release", *NO_LOCK) or Verdict(
             ID, NOT_TESTED, NO_LOCK[0], hint=NO_LOCK[1])
@@ -66,6 +74,7 @@ def check(history: History) -> Verdict:
         args = dict(outcome=nxt.ending(), printed=nxt.printed(100), holder=holder.ending())
         code = REQUIRED.get(way, "CR905")
         findings.append(finding(code, trial, ["holder", "next"], "the next invocation runs", nxt.ending(), **args))
+    findings += _held_before_a_step(history)
     required_fail = [f for f in findings if not f.advisory]
     ok = [str(w) for w in passed if w in REQUIRED]
     if required_fail:
@@ -82,3 +91,39 @@ def check(history: History) -> Verdict:
                        hint=untested.hint)
     return Verdict(ID, PASS, f"the next invocation ran after the holder ended by {', '.join(map(str, passed))}",
                    findings)
+
+
+def _shown(trial: Trial, leftover: Leftover) -> dict[str, str]:
+    """The finding arguments that name a leftover: who it is, what it held, how long after its command."""
+    sandbox = trial.sandbox or "\0"
+    locks = "; ".join(lock.replace(sandbox, "{sandbox}") for lock in leftover.locks) or "no kernel lock /proc shows"
+    return dict(left_by=leftover.left_by, pid=str(leftover.pid), parent=str(leftover.parent),
+                age=f"{leftover.age:.1f}", outlived=f"{leftover.outlived:.1f}",
+                command=leftover.command.replace(sandbox, "{sandbox}"), locks=locks,
+                ended="clirace ended it" if leftover.ended_by_clirace else f"it ended by itself within {leftover.waited:g}s")
+
+
+def _outlived(history: History) -> list[Finding]:
+    """CR306, once per kind of experiment: a refused command that ran once the leftover holding on had gone."""
+    out: dict[str, Finding] = {}
+    for trial in history.trials:
+        for leftover in trial.leftovers:
+            refused, again = trial.invocation(f"refused-{leftover.refused}"), trial.invocation(leftover.refused)
+            if not leftover.refused or refused is None or again is None or not succeeded(again) or trial.KIND in out:
+                continue
+            out[trial.KIND] = finding("CR306", trial, [leftover.left_by, refused.label, again.label],
+                                      f"{refused.label} gets the lock", f"{refused.ending()}; {refused.printed(100)}",
+                                      refused=leftover.refused, outcome=refused.ending(),
+                                      printed=refused.printed(100), **_shown(trial, leftover))
+    return list(out.values())
+
+
+def _held_before_a_step(history: History) -> list[Finding]:
+    """CR307 (advice), once per kind of experiment: a leftover still holding a kernel lock when a parallel round or
+    a lock holder was about to start, ended by clirace before it did."""
+    out: dict[str, Finding] = {}
+    for trial in history.trials:
+        for leftover in trial.leftovers:
+            if not leftover.refused and leftover.locks and trial.KIND not in out:
+                out[trial.KIND] = finding("CR307", trial, [leftover.left_by], **_shown(trial, leftover))
+    return list(out.values())

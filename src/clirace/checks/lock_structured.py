@@ -5,7 +5,7 @@ from ..findings import FAIL, PASS, UNKNOWN, Verdict
 from ..history import History
 from ..lockerror import advisories, printed_error, succeeded
 from ._common import cut_short, finding
-from ._lock import again, conflict_trial, contender_state, window
+from ._lock import again, asked, conflict_trial, contender_state, lost_labels, silent_losses, window
 
 ID = "lock-error-structured"
 
@@ -28,6 +28,10 @@ def check(history: History) -> Verdict:
                     printed=contender.printed(120), window=f"{window(trial):g}", prompt=f"{trial.prompt:g}",
                     alone=f"{trial.alone or 0:.1f}")
         return Verdict(ID, FAIL, f.message(), [f])
+    if state == "asked":  # judged like a contender that hangs: an agent running it with a pipe or a terminal waits
+        f = finding("CR210", trial, labels, "a prompt LOCK_HELD error", f"it waited on its stdin after printing "
+                    f"{asked(trial)}", printed=asked(trial))
+        return Verdict(ID, FAIL, f.message(), [f])
     if state == "reached":
         f = finding("CR202", trial, labels, "a LOCK_HELD error", "no lock conflict at all",
                     outcome="it was never refused", printed="it read the state while the lock was held")
@@ -35,6 +39,9 @@ def check(history: History) -> Verdict:
     printed = printed_error(contender)
     advisory = [finding(code, trial, ["contender"], **args) for code, args in advisories(printed, contender.exit_code)]
     if contender.ok:
+        if not printed.says_lock_held and "contender" in lost_labels(trial):  # success claimed, nothing done
+            lost = [f for f in silent_losses(trial) if f.args["label"] == "contender"]
+            return Verdict(ID, FAIL, lost[0].message(), lost)
         code = "CR203" if printed.says_lock_held else "CR201"
         f = finding(code, trial, labels, "a non-zero exit", contender.ending(), how="ran and exited 0")
         return Verdict(ID, FAIL, f.message(), [f, *advisory])

@@ -5,9 +5,10 @@ from __future__ import annotations
 from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, LockWait
 from ..lockerror import printed_error
+from ..vocab import EventKind
 from ..timing import wait_bounds
 from ._common import cut_short, finding, not_run_verdict
-from ._lock import conflict_trial, contender_state, holder_gone
+from ._lock import conflict_trial, contender_state, holder_gone, lost_labels, silent_losses
 
 ID = "lock-wait-timeout"
 
@@ -70,6 +71,10 @@ def _judged(trial: LockWait) -> Verdict:
                        f"({alone.ending()}; {alone.printed(100)})", hint="Check lock.wait_option and lock.contender.")
     # The bounds add how long the command takes with the lock free: start-up on a loaded machine must not read
     # as a late timeout (timing.wait_bounds).
+    if trial.event(EventKind.REACHED_STATE, "contender") and not holder_gone(trial):
+        found = finding("CR201", trial, ["holder", "contender"], "a LOCK_HELD error", inv.ending(),
+                        how=f"opened the state file the holder was reading, with {trial.option}")
+        return Verdict(ID, FAIL, found.message(), [found])
     low_ms, high_ms = wait_bounds(trial.wait_ms, trial.margin_ms, alone.duration)
     margin_ms = high_ms - trial.wait_ms
     elapsed_ms = int(inv.duration * 1000)
@@ -82,6 +87,9 @@ def _judged(trial: LockWait) -> Verdict:
     if inv.ok:
         if holder_gone(trial):
             return Verdict(ID, UNKNOWN, "the holder exited during the wait, so the contender may have got the lock")
+        if "contender" in lost_labels(trial) and not printed_error(inv).says_lock_held:  # success claimed, nothing kept
+            lost = [f for f in silent_losses(trial) if f.args["label"] == "contender"]
+            return Verdict(ID, FAIL, lost[0].message(), lost)
         found = finding("CR201", trial, labels, "a LOCK_HELD error", inv.ending(), how=f"ran and exited 0 with {trial.option}")
         return Verdict(ID, FAIL, found.message(), [found])
     printed = printed_error(inv)

@@ -32,9 +32,13 @@ from ..history import (
 from ..lockerror import succeeded
 from ..vocab import Failure, Outcome
 from ._common import Undecided, ok_count, one_line, unknown_count
+from ._effects import effects_lost
 from ._read import claimed_item, found_values, read_counter, remaining
 
 RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in parallel (the rest read or set up)
+# Runs clirace did again (Box.run_free): refused by a process an earlier command left running, or kept to its
+# deadline by strace following one; the run that counts is the one under the plain label.
+AGAIN = ("refused-", "traced-")
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed over
 
@@ -101,20 +105,35 @@ def _shown(inv: Invocation) -> str:
     return f"{inv.command()!r} ({inv.ending()}; {inv.printed(120)})"
 
 
+def _left_running(trial: Trial, inv: Invocation) -> Problem | None:
+    """A failure alone while a process an earlier command left running held on, and would not go (it held no lock
+    clirace could name, and did not end within its wait): whether the tool's own lock, outliving its command,
+    refused it cannot be told, so it is no spec error. (One that failed again once that process had gone failed
+    for a reason of its own: the spec's.)"""
+    leftover = next((left for left in trial.leftovers if left.refused == inv.label and left.still_running), None)
+    if leftover is None:
+        return None
+    return Problem("", f"run alone, {_shown(inv)} failed while a process {leftover.left_by} had left running (pid "
+                   f"{leftover.pid}: {leftover.command}) still ran after {leftover.waited:g}s: whether the tool's own "
+                   "lock, outliving its command, refused it cannot be told", Failure.TOOL)
+
+
 def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
     name = trial.workload
     if trial.failure is not None:  # a setup that fails in a fresh sandbox is the spec's; the rest could not decide
         return [Problem(name, f"run alone, it could not be carried out: {trial.error}", trial.failure)]
-    runs = [inv for inv in trial.invocations if inv.label.split("-")[0] in RUN_LABELS]
-    others = [inv for inv in trial.invocations if inv.label.split("-")[0] not in RUN_LABELS]
+    mine = [inv for inv in trial.invocations if not inv.label.startswith(AGAIN)]
+    runs = [inv for inv in mine if inv.label.split("-")[0] in RUN_LABELS]
+    others = [inv for inv in mine if inv.label.split("-")[0] not in RUN_LABELS]
     # A read, add or list that ended without saying leaves nothing to compare with. A run that did is a bound
     # (the invariants take it as one), as long as another run ended and said that it applied.
     unsaid = _ended_unsaid(others) or (None if any(succeeded(i) for i in runs) else _ended_unsaid(runs))
     if unsaid is not None:
         return [Problem(name, f"run alone, {_shown(unsaid)} ended without saying whether it did its work, so "
                         "its parallel runs cannot be judged either", Failure.TOOL)]
-    failed = next((inv for inv in trial.invocations if inv.outcome is not Outcome.UNKNOWN and not succeeded(inv)),
-                  None)
+    failed = next((inv for inv in mine if inv.outcome is not Outcome.UNKNOWN and not succeeded(inv)), None)
+    if failed is not None and (left := _left_running(trial, failed)) is not None:
+        return [Problem(name, left.message, left.failure)]
     if failed is not None and not (isinstance(trial, ClaimRound) and failed.label == "list-after"):
         return [Problem(name, f"run alone, one at a time, {_shown(failed)} failed; every command of a workload "
                         "must succeed when nothing else runs")]
@@ -312,9 +331,19 @@ def _alone_problems(trial: Alone) -> list[Problem]:
     if inv.outcome is Outcome.UNKNOWN:
         return [Problem("lock", f"lock.{trial.command} run alone on fresh state {_shown(inv)} ended without saying "
                         "whether it did its work", Failure.TOOL)]
+    if trial.command == "contender" and not succeeded(inv) and (left := _left_running(trial, inv)) is not None:
+        return [Problem("lock", f"lock.{trial.command}: {left.message}", left.failure)]
     if trial.command == "contender" and not succeeded(inv):
         return [Problem("lock", f"lock.contender fails when run alone on fresh state: {_shown(inv)}; it must be a "
                         "mutating command that succeeds when nothing holds the lock")]
+    lost, _found, _why = effects_lost(trial)
+    if lost:
+        _label, key, value, found = lost[0]
+        where = trial.effects_config.path if trial.effects_config is not None else "the keys workload's read"
+        return [Problem("lock", f"lock.contender run alone on fresh state {_shown(inv)} wrote {key}={value}, but "
+                        f"{where} {'does not find it' if found is None else f'finds {one_line(found, 60)!r}'} "
+                        "afterwards: the keys workload does not read what lock.contender's {key} and {value} write, "
+                        "so the lock experiments could not read their keys back either")]
     if trial.command == "error_command" and inv.ok:
         return [Problem("lock", f"lock.error_command succeeds when run alone: {_shown(inv)}; it must take the lock "
                         "and then fail")]

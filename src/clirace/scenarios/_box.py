@@ -21,11 +21,12 @@ from typing import Any, Callable
 
 from .. import observe, placeholders, safefs
 from ..plan import lock_commands_alone, workloads_for
-from ..history import Alone, Event, FileOp, Invocation, NotRun, Trial
+from ..history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
 from ..launch import Launcher, Running
 from ..sandbox import Sandbox, end_adopted
 from ..spec import OwnCommand, Spec, Workload
-from ..vocab import EventKind, Failure
+from ..vocab import EventKind, Failure, Outcome
+from . import outlived
 
 
 def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
@@ -285,10 +286,68 @@ class Box:
         return self.finish(running)
 
     def start(self, label: str, sub: Any, prefix: Any = (), extra_env: dict[str, str] | None = None, wrap: Any = (),
-              timeout: float | None = None, pty: bool = False, **extra: object) -> Running:
-        running = self.launcher.start(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap, pty=pty)
+              timeout: float | None = None, pty: bool = False, stdin: Any = None, **extra: object) -> Running:
+        """Start one invocation; its stdin is /dev/null unless `stdin` (an fd) is given."""
+        more = {} if stdin is None else {"stdin": stdin}
+        running = self.launcher.start(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap, pty=pty,
+                                      **more)
         self._running.append(running)
         return running
+
+    def run_free(self, label: str, argv: list[str], extra_env: dict[str, str] | None = None,
+                 watched: bool = False) -> Invocation:
+        """Run a command that needs the tool's lock free, nothing else of the trial running (a reference run's command,
+        a setup command, the release experiment's next). Failing while a process left by a finished invocation of
+        the trial lives on, it is run again once that process has gone, and the refused run is kept as
+        refused-LABEL (outlived.py: the tool's lock outlived its command). `watched`: under strace's watch, its
+        file operations kept in the record's traces; one that strace kept to its deadline for a process the command
+        left running is kept as traced-LABEL and run again unwatched."""
+        inv = self._run_watched(label, label, argv, extra_env, watched)
+        at = len(self.invocations) - 1
+        if watched and inv.timed_out and (found := self.leftovers()):
+            # strace -f follows a process the command leaves running, and waits for it: the invocation lasted to its
+            # deadline for that process, not for the command. Run it again unwatched, that process ended first.
+            self.fields["leftovers"] = (*self.fields.get("leftovers", ()), *outlived.let_go(found, wait=0.0))
+            self.invocations[at] = dataclasses.replace(inv, label=f"traced-{label}")
+            self.fields["traces"][f"traced-{label}"] = self.fields["traces"].pop(label)
+            inv, watched = self.run_argv(label, argv, extra_env), False
+            at = len(self.invocations) - 1
+        if inv.outcome is not Outcome.FAIL:
+            return inv
+        found = self.leftovers()
+        if not found:
+            return inv
+
+        def again() -> Invocation:
+            self.invocations[at] = dataclasses.replace(inv, label=f"refused-{label}")
+            if watched:
+                self.fields["traces"][f"refused-{label}"] = self.fields["traces"].pop(label)
+            return self._run_watched(label, f"again-{label}", argv, extra_env, watched)
+
+        records, second = outlived.refused_while_left(found, inv, again)
+        self.fields["leftovers"] = (*self.fields.get("leftovers", ()), *records)
+        return second or inv
+
+    def _run_watched(self, label: str, trace: str, argv: list[str], extra_env: dict[str, str] | None,
+                     watched: bool) -> Invocation:
+        if not watched:
+            return self.run_argv(label, argv, extra_env)
+        inv = self.run_argv(label, argv, extra_env, wrap=observe.watch_prefix(self.trace_dir / trace))
+        self.fields.setdefault("traces", {})[label] = self.file_ops(trace)
+        return inv
+
+    def leftovers(self) -> list[Leftover]:
+        """Processes the trial's finished invocations left running (outlived.find)."""
+        ended = {inv.label: inv.ended for inv in self.invocations}
+        return outlived.find(self._running, ended, self.now(), self.sandbox.cgroup.procs if self.sandbox.cgroup else None)
+
+    def settle(self) -> None:
+        """Before a step that needs the tool's lock free for every invocation it starts (a parallel round, a lock
+        holder): a process left by a finished invocation that still holds a kernel lock is recorded, then ended
+        once idle (outlived.py); whatever the step shows would otherwise be that process's doing."""
+        holding = [found for found in self.leftovers() if found.locks]
+        if holding:
+            self.fields["leftovers"] = (*self.fields.get("leftovers", ()), *outlived.let_go(holding))
 
     def finish(self, running: Running) -> Invocation:
         return self.record(running.finish())
@@ -305,11 +364,12 @@ class Box:
         for n, sub in enumerate(self.spec.setup if commands is None else commands):
             label = f"setup-{n}" if commands is None else f"workload-setup-{n}"
             if isinstance(sub, OwnCommand):
-                inv = self.run_argv(label, placeholders.expand_all(sub.argv, self.sandbox.values()))
+                inv = self.run_free(label, placeholders.expand_all(sub.argv, self.sandbox.values()))
             else:
-                inv = self.run(label, sub)
+                inv = self.run_free(label, self.argv(sub))
             if not inv.ok:
                 raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.ending()}; {inv.printed()})")
+        self.settle()  # the experiment starts from the setup's state, not from a lock its processes still hold
 
     def end_all(self) -> None:
         for running in self._running:

@@ -27,6 +27,7 @@ from ..history import Invocation
 from ..launch import Running
 from ..spec import Hold as HoldSpec
 from ..vocab import EventKind, HoldMode, LockKind, ReadyKind
+from . import effects
 from ._box import Box, TrialFailed
 
 POLL = 0.005
@@ -49,6 +50,7 @@ class Holder:
 
     def start(self) -> float:
         """Take the lock; returns the seconds until it was held."""
+        self.box.settle()  # a lock an earlier command's leftover process holds would refuse the holder
         t0 = time.monotonic()
         self._take()
         self.box.event(EventKind.HELD, "holder")
@@ -60,6 +62,11 @@ class Holder:
     def reached_by(self, pid: int) -> bool:
         """Whether the process group `pid` got at the state the holder is reading (only a park can tell)."""
         return False
+
+    def waiting_at_state(self, pid: int) -> str:
+        """How the process group `pid` waits for a lock on the parked state file it holds open ("" when it does
+        not: only a park can tell)."""
+        return ""
 
     def alive(self) -> bool:
         return self.running is not None and self.running.poll() is None
@@ -78,7 +85,7 @@ class Holder:
 
     # --- ending a holder that is a tool process ---------------------------------------------------------
     def _spawn(self, sub, **extra) -> None:
-        self.running = self.box.start("holder", sub, pty=self.pty, **extra)
+        self.running = self.box.start("holder", sub, pty=self.pty, **extra, **effects.values(self.box, "holder", sub))
 
     def interrupt(self, sig: int, wait: float) -> Invocation:
         """Stop the holder with `sig` (SIGINT as Ctrl-C on its terminal when pty); wait for it to exit."""
@@ -148,8 +155,10 @@ class CommandHold(Holder):
         return self.box.spec.timeout + (0 if uses_release_file else self.hold_seconds())
 
     def _take(self) -> None:
-        values = dict(ready_file=self.ready_file, release_file=self.release_file,
-                      hold_seconds=f"{self.hold_seconds():g}", hold_ms=f"{int(self.hold_seconds() * 1000)}")
+        values: dict[str, object] = dict(ready_file=self.ready_file, release_file=self.release_file,
+                                         hold_seconds=f"{self.hold_seconds():g}",
+                                         hold_ms=f"{int(self.hold_seconds() * 1000)}")
+        values.update(effects.values(self.box, "holder", self.spec.command, [value for _, value in self.spec.env]))
         env = {name: self.box.path(value, **values) for name, value in self.spec.env}
         self.running = self.box.start("holder", self.spec.command, pty=self.pty, extra_env=env or None, **values)
         assert self.spec.ready is not None and self.running is not None
@@ -270,8 +279,33 @@ class ParkHold(Holder):
             time.sleep(POLL / 5)
 
     def reached_by(self, pid: int) -> bool:
+        """A process of the group holds the parked pipe open and is reading it. A tool that locks its state file
+        itself opens it to lock it: blocked in that lock call, it waits (`waiting_at_state`); still between the
+        open and its next call, it is watched on. Where /proc shows neither the call nor wchan, holding the pipe
+        open is all the evidence there is."""
         fifo = self._fifo_id
-        return fifo is not None and any(procfs.has_open_fifo(proc, fifo) for proc in procfs.group(pid))
+        if fifo is None:
+            return False
+        for proc in procfs.group(pid):
+            if not procfs.has_open_fifo(proc, fifo) or procfs.waits_for_lock(proc):
+                continue
+            call, fd = procfs.blocked_in(proc)
+            if call in procfs.READS and fd is not None and procfs.fd_is(proc, fd, fifo):
+                return True
+            where = procfs.wchan(proc)
+            if "pipe" in where or (call == "" and where in ("", "0")):
+                return True
+        return False
+
+    def waiting_at_state(self, pid: int) -> str:
+        fifo = self._fifo_id
+        if fifo is None:
+            return ""
+        for proc in procfs.group(pid):
+            how = procfs.waits_for_lock(proc) if procfs.has_open_fifo(proc, fifo) else ""
+            if how:
+                return f"it held {self.path} (the parked pipe) open and waited in {how} for its lock"
+        return ""
 
     def _let_go(self, invalid: bool) -> None:
         self._restore()
@@ -368,7 +402,8 @@ class StopHold(Holder):
         assert self.spec.kind is not None and self.box.spec.lock is not None
         prefix = self.box.trace_dir / "holder"
         wrap = stopper.hold_prefix(prefix, self.path, self.spec.kind.value, cwd=self.box.launcher.cwd)
-        self.running = self.box.start("holder", self.box.spec.lock.contender, wrap=wrap)
+        contender = self.box.spec.lock.contender
+        self.running = self.box.start("holder", contender, wrap=wrap, **effects.values(self.box, "holder", contender))
         self.stopped = stopper.Hold(self.running, prefix, self.path, self.spec.kind.value)
         if self.stopped.wait_held(self.box.spec.timeout) is None:
             self._not_ready(f"it was never seen to take its lock on {self.path} (and go on from it)")

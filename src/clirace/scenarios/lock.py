@@ -2,18 +2,22 @@
 
 Each trial records what the holder and contender did, and when clirace held, released or signalled;
 judging (did the contender get past the lock, is its error structured, did the next one get the lock) is
-left to the checks.
+left to the checks. A command that writes a key ({key} and {value}) has it read back once the holder has ended
+(effects.py); a command that must find the lock free and is refused by a process an earlier one left holding it
+is run again once that process has gone (Box.run_free, outlived.py).
 """
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
 
-from .. import timing
+from .. import procfs, timing
 from ..history import LockConflict, LockRelease, LockWait
 from ..launch import Running
 from ..vocab import CONFLICT_CODES, EventKind, HoldMode, Way
+from . import effects
 from ._box import Box, Context
 from .hold import POLL, Holder, holder, stop_hold_usable
 
@@ -26,18 +30,67 @@ _HINT = re.compile(r'"retry_after_ms"\s*:\s*(\d+)')
 SIGNALS = {Way.SIGINT: signal.SIGINT, Way.SIGTERM: signal.SIGTERM, Way.SIGKILL: signal.SIGKILL}
 
 
-def _watch(box: Box, running: Running, hold: Holder, seconds: float) -> str:
-    """Follow a contender while the lock is held until it exits ("ended"), opens the parked state ("reached"), or
-    `seconds` pass ("running")."""
+class Stdin:
+    """The conflict contender's stdin: a pipe nobody writes to, as an agent's inherited pipe or terminal, where
+    /dev/null would answer a question at once. A contender blocked reading it (/proc/PID/syscall) after printing
+    something asked; one that reads it without a word is reading input, not asking, and is given the end of
+    input at once, as /dev/null would have."""
+    SETTLE = 0.1  # how long it must sit in its read before what it printed is taken as all it printed
+
+    def __init__(self) -> None:
+        self.read_end, self._answer = os.pipe()
+        self.name = f"pipe:[{os.fstat(self.read_end).st_ino}]"
+        self._since: float | None = None
+
+    def started(self) -> None:
+        os.close(self.read_end)
+
+    def end(self) -> None:
+        """End of input: a tool that asked answers itself now."""
+        if self._answer >= 0:
+            os.close(self._answer)
+            self._answer = -1
+
+    def asked(self, running: Running) -> str | None:
+        """What it printed before it sat reading its stdin (its question), or None while it does not."""
+        if self._answer < 0 or not _reads_stdin(running.pid, self.name):
+            self._since = None
+            return None
+        now = time.monotonic()
+        self._since = self._since or now
+        if now - self._since < self.SETTLE:  # what it printed may still be on its way through the pipe
+            return None
+        printed = " ".join(f"{running.printed_on('stdout')} {running.printed_on('stderr')}".split())
+        if not printed:
+            self.end()
+            return None
+        return printed[-300:]
+
+
+def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: Stdin | None = None) -> str:
+    """Follow a contender while the lock is held until it exits ("ended"), opens the parked state ("reached"), sits
+    asking on `stdin` ("asked"), or `seconds` pass ("running")."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if running.poll() is not None:
             return "ended"
         if hold.reached_by(running.pid):
-            box.event(EventKind.REACHED_STATE, "contender")
+            box.event(EventKind.REACHED_STATE, running.label)
             return "reached"
+        if stdin is not None and (question := stdin.asked(running)) is not None:
+            box.event(EventKind.ASKED, running.label, question)
+            return "asked"
         time.sleep(POLL)
     return "running"
+
+
+def _reads_stdin(pgid: int, pipe: str) -> bool:
+    """A process of the group is blocked reading its fd 0, which is `pipe`."""
+    for pid in procfs.group(pgid):
+        call, fd = procfs.blocked_in(pid)
+        if call in procfs.READS and fd == 0 and procfs.fd_target(pid, 0) == pipe:
+            return True
+    return False
 
 
 def conflict(ctx: Context) -> None:
@@ -66,16 +119,31 @@ def _contend(box: Box, window: float, follow: float) -> bool:
     assert lock is not None
     with holder(box, longest=window + follow) as hold:
         hold.start()
-        running = box.start("contender", lock.contender, timeout=window + follow + box.spec.timeout)
-        seen = _watch(box, running, hold, window)
-        if seen == "running":
-            usage = timing.Usage(running.pid)
-            seen = _watch(box, running, hold, follow)
+        stdin = Stdin()  # a tool that asks on a conflict ("overwrite? [y/N]") waits there, as under an agent
+        try:
+            running = box.start("contender", lock.contender, timeout=window + follow + box.spec.timeout,
+                                stdin=stdin.read_end, **effects.values(box, "contender", lock.contender))
+        except BaseException:
+            stdin.end()
+            raise
+        finally:
+            stdin.started()
+        try:
+            seen = _watch(box, running, hold, window, stdin)
             if seen == "running":
-                box.fields["watched"] = usage.read()  # idle, or working: whether it waits or is just slow
+                usage = timing.Usage(running.pid)
+                seen = _watch(box, running, hold, follow, stdin)
+                if seen == "running":
+                    box.fields["watched"] = usage.read()  # idle, or working: whether it waits or is just slow
+        finally:
+            stdin.end()  # a tool that asked answers itself now, the lock still held
         if seen == "reached":
             box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
             running.stop("sent by clirace once it had reached the state the holder was reading")
+        elif seen == "running" and (how := hold.waiting_at_state(running.pid)):
+            # It locks the state file itself and holds the pipe open: let go, it would read the pipe, not the state.
+            box.event(EventKind.BLOCKED_ON_LOCK, "contender", how)
+            running.stop("sent by clirace: it waited for the lock on the parked pipe, which is not the state")
         elif seen == "running":  # still running after its window and the follow: let the holder go, watch it end
             hold.release()
             running.deadline = time.monotonic() + box.spec.timeout
@@ -84,7 +152,16 @@ def _contend(box: Box, window: float, follow: float) -> bool:
         if contender.outcome.value != "ok" and hold.alive() and any(
                 code in contender.stdout + contender.stderr for code in CONFLICT_CODES):
             _follow_hint(box, hold, contender.stdout + contender.stderr)
-    return contender.duration > window or seen == "running"
+        _let_holder_finish(box, hold)
+    effects.read_back(box)
+    return seen != "asked" and (contender.duration > window or seen == "running")
+
+
+def _let_holder_finish(box: Box, hold: Holder) -> None:
+    """A holder that writes a key of its own ends normally, so that its key can be read back; another is ended
+    with the trial."""
+    if hold.alive() and "holder" in box.fields.get("effects", {}):
+        hold.release()
 
 
 def _note_holder_gone(box: Box, hold: Holder) -> None:
@@ -100,9 +177,11 @@ def _follow_hint(box: Box, hold: Holder, printed: str) -> None:
     found = _HINT.search(printed)
     waited = min(int(found.group(1)) if found else DEFAULT_RETRY_MS, MAX_RETRY_MS)
     box.fields["retry_wait_ms"] = waited
+    contender = box.spec.lock.contender
     for attempt in range(1, RETRIES + 1):
         time.sleep(waited / 1000)
-        if box.run(f"retry-{attempt}", box.spec.lock.contender).exit_code == 0:
+        label = f"retry-{attempt}"
+        if box.run_free(label, box.argv(contender, **effects.values(box, label, contender))).exit_code == 0:
             return
 
 
@@ -128,14 +207,22 @@ def wait(ctx: Context) -> None:
                       *box.argv(prefix, **timeouts)[len(ctx.spec.command):]]
             # How long the command takes when the lock is free: start-up on a loaded machine must not be
             # mistaken for a late timeout, so the bounds add it (timing.wait_bounds).
-            alone = box.run("alone", lock.contender, prefix=prefix, extra_env=env, **timeouts)
+            alone = box.run("alone", lock.contender, prefix=prefix, extra_env=env, **timeouts,
+                            **effects.values(box, "alone", lock.contender))
             limit = lock.wait + margin + min(alone.duration, ctx.spec.timeout) + 2
             box.fields.update(hold=lock.hold.how, option=" ".join(option), wait_ms=wait_ms,
                               margin_ms=int(margin * 1000), limit_s=round(limit, 3))
             with holder(box) as hold:
                 hold.start()
-                box.run("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit, **timeouts)
+                running = box.start("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit,
+                                    **timeouts, **effects.values(box, "contender", lock.contender))
+                if _watch(box, running, hold, limit + 1) == "reached":
+                    box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
+                    running.stop("sent by clirace once it had reached the state the holder was reading")
+                box.finish(running)
                 _note_holder_gone(box, hold)
+                _let_holder_finish(box, hold)
+            effects.read_back(box)
         done = ctx.trials[-1]
         alone, contender = done.invocation("alone"), done.invocation("contender")
         if done.error or alone is None or contender is None:
@@ -197,4 +284,7 @@ def _release(box: Box, way: Way, wait: float) -> None:
                 hold.release(invalid=True)
             else:
                 hold.interrupt(SIGNALS[way], wait)
-    box.run("next", lock.contender)
+    # Nothing of the trial runs now: refused by a process the holder left holding its lock, it runs again once
+    # that process has gone, and the leftover is on record (the lock outlived its command).
+    box.run_free("next", box.argv(lock.contender, **effects.values(box, "next", lock.contender)))
+    effects.read_back(box)

@@ -2,7 +2,8 @@
 
 Each workload's commands run one at a time in a fresh sandbox (the output command twice per input, in two
 sandboxes, once in order and once reversed, so that what varies between runs of the same input shows);
-the lock's contender and error command run alone on fresh state, twice each. These records are the oracle
+the lock's contender and error command run alone on fresh state, twice each (a contender that writes a key, given
+{key} and {value}, has it read back). These records are the oracle
 for everything after them: checks/reference.py turns a failure here into a spec error (exit 2, before any
 parallel round) or, when the commands ended without saying (killed, timed out), into "could not decide".
 """
@@ -15,6 +16,7 @@ from typing import Any
 from ..history import Alone, OutputRound
 from ..spec import Workload
 from ..vocab import WorkloadKind
+from . import effects
 from ._box import Context, shared_between_sandboxes
 from .workloads import RUNNERS, Serial
 
@@ -45,7 +47,9 @@ def run(ctx: Context) -> None:
     def alone(ctx: Context, watched: bool, name: str, command: Any, round_: int) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
-            Serial(box, watched=watched).run([("alone", box.argv(command), None)])
+            Serial(box, watched=watched).run([("alone", box.argv(command, **effects.values(box, "alone", command)),
+                                               None)])
+            effects.read_back(box)  # the key it wrote alone must be found: the lock experiments read theirs so
 
     _side_by_side_if_alone(ctx, *(lambda c, w, n=name, cmd=command, r=round_: alone(c, w, n, cmd, r)
                                   for name, command in (("contender", lock.contender),

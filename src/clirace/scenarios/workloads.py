@@ -80,10 +80,9 @@ class Serial:
             self.box.fields["traces"] = {}
         unknown_in_a_row = 0
         for label, argv, env, *_ in reversed(jobs) if self.reverse else jobs:
-            wrap = observe.watch_prefix(self.box.trace_dir / label) if self.watched else ()
-            inv = self.box.run_argv(label, argv, env, wrap=wrap)
-            if self.watched:
-                self.box.fields["traces"][label] = self.box.file_ops(label)
+            # Alone, each command must find the lock free: one refused by a process an earlier one left holding
+            # it is run again once that process has gone (Box.run_free), and the leftover is recorded.
+            inv = self.box.run_free(label, argv, env, watched=self.watched)
             unknown_in_a_row = unknown_in_a_row + 1 if inv.outcome is Outcome.UNKNOWN else 0
             if unknown_in_a_row == 2:  # it hangs or crashes alone (one slow first run is allowed): stop here,
                 # since every command after this one would only wait for its deadline too
@@ -111,6 +110,7 @@ class Parallel:
 
     def run(self, jobs: list[Any]) -> None:
         """jobs: (label, full argv, extra env, [ignored wrap]); the amplifier wraps each when on."""
+        self.box.settle()  # a lock an earlier command's leftover process still holds would refuse the whole round
         if self.at_server is not None and self.box.served is not None:
             self._meet_at_server([(label, argv, env, ()) for label, argv, env, *_ in jobs])  # no strace needed
             return

@@ -1,0 +1,75 @@
+"""The lock experiments on tools a naive harness misreads (issue 18): a lock that outlives its command, a contender
+that answers a busy lock with success and does nothing, a lock taken over while held, a contender that asks, and a
+tool that locks its own config's fd. Each runs only what decides its case (--only, one round, without strace where
+the case does not need it), within a CI budget of about a minute for the file."""
+import pytest
+
+from ..conftest import FIXTURES, check_json
+
+ADVERSARIAL = FIXTURES / "adversarial"
+FAST = ("--seed", "1", "--rounds", "1")
+
+
+def _statuses(result):
+    return {c["id"]: c["status"] for c in result["criteria"]}
+
+
+def _codes(result, check):
+    return [f["code"] for f in result["checks"][check]["findings"]]
+
+
+@pytest.mark.timeout(120)
+def test_a_lock_left_to_a_background_child_is_a_finding_with_its_holder_named_not_a_spec_error():
+    result = check_json(ADVERSARIAL / "lock-outlives-command" / "clirace.yaml", *FAST, "--no-strace")
+    statuses = _statuses(result)
+    assert result["score"] == 1, statuses
+    assert statuses["lock-released-on-exit"] == "fail" and statuses["lock-excludes"] == "pass", statuses
+    outlived = [f for f in result["findings"] if f["code"] == "CR306"]
+    assert outlived, result["checks"]["lock-released-on-exit"]
+    said = outlived[0]["message"]
+    assert "a process it left running (pid " in said and ", parent " in said and "running " in said
+    assert "FLOCK WRITE {sandbox}/home/.local/state/lock-outlives-command/lock" in said
+    assert any(inv["label"].startswith("refused-") and "LOCK_HELD" in inv["printed"]
+               for inv in outlived[0]["evidence"]["invocations"])
+
+
+@pytest.mark.timeout(60)
+def test_a_contender_answering_a_busy_lock_with_success_and_no_effect_is_silent_loss():
+    result = check_json(ADVERSARIAL / "lock-silent-noop" / "clirace.yaml", *FAST, "--only", "lock-excludes")
+    assert result["corruption"] and result["score"] == 0
+    assert _codes(result, "lock-excludes") == ["CR209"]
+    (loss,) = result["checks"]["lock-excludes"]["findings"]
+    assert loss["message"].startswith("contender exited 0 while the lock was held, but what it wrote was not there")
+    assert "LOCK_HELD" in loss["fix"] and "exclusive lock before reading" not in loss["fix"]
+
+
+@pytest.mark.timeout(60)
+def test_a_lock_taken_over_while_held_fails_lock_excludes_with_the_lost_write():
+    result = check_json(ADVERSARIAL / "lock-stealer" / "clirace.yaml", *FAST, "--only", "lock-excludes",
+                        "--only", "lock-wait-timeout")
+    assert _statuses(result)["lock-excludes"] == "fail" and result["corruption"]
+    losses = [f for f in result["checks"]["lock-excludes"]["findings"] if f["code"] == "CR209"]
+    assert losses, result["checks"]["lock-excludes"]
+    assert "is missing" in losses[0]["message"]
+    labels = [inv["label"] for inv in losses[0]["evidence"]["invocations"]]
+    assert "holder" in labels and "exit 0" in [inv["outcome"] for inv in losses[0]["evidence"]["invocations"]][0]
+
+
+@pytest.mark.timeout(60)
+def test_a_contender_that_asks_on_a_lock_conflict_is_caught_with_stdin_an_open_pipe():
+    result = check_json(ADVERSARIAL / "prompt-on-lock" / "clirace.yaml", *FAST, "--only", "lock-excludes",
+                        "--only", "lock-error-structured")
+    statuses = _statuses(result)
+    assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail", statuses
+    (asks,) = result["checks"]["lock-error-structured"]["findings"]
+    assert asks["code"] == "CR210" and "lock held, overwrite? [y/N]" in asks["message"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("spec", ["clirace.yaml", "take.clirace.yaml"], ids=["park", "take"])
+def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec):
+    result = check_json(FIXTURES / "lock-own-config" / spec, *FAST, "--no-strace")
+    statuses = _statuses(result)
+    assert result["score"] == 1 and statuses["lock-excludes"] == "pass", statuses
+    assert _codes(result, "lock-error-structured") == ["CR207"]
+    assert "CR201" not in [f["code"] for f in result["findings"]]
