@@ -19,6 +19,8 @@ import signal
 import subprocess
 import time
 
+from ._watchdog import in_cgroup
+
 NAME = "cgroup"  # what history.Environment.isolation says when trials ran in cgroups
 
 
@@ -97,14 +99,7 @@ class Cgroup:
         return found
 
     def _pids(self) -> list[int]:
-        found = []
-        for folder, _dirs, _files in os.walk(self.path):
-            try:
-                with open(os.path.join(folder, "cgroup.procs")) as handle:
-                    found += [int(line) for line in handle if line.strip().isdigit()]
-            except OSError:
-                continue
-        return found
+        return in_cgroup(self.path)  # the watchdog's own reading: it runs without clirace, so it holds it
 
     def remove(self, within: float = 5.0) -> str | None:
         """Kill what is in it, then remove it and the cgroups below it; None, or why it stays."""
