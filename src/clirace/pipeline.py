@@ -252,7 +252,7 @@ def judge(history: History) -> Result:
                     observed_lines=observed_lines(history))
     for verdict in verdicts.values():
         for f in verdict.findings:
-            f.evidence.replay = result.replay(verdict.check)
+            f.evidence.replay = result.replay(registry.replayed_by(verdict.check, f.evidence.trial))
     if not history.environment.strace:
         result.notes.append(f"File observation and crash injection were off: {history.environment.strace_note}. "
                             "Criteria that need them are reported as not tested.")

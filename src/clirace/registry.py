@@ -36,6 +36,13 @@ SCENARIO_OF = {
 # Checks that only advise (their verdict is always not_applicable, with advisory findings): listed in a criterion
 # for `clirace checks`, never deciding it, also under --only.
 ADVICE_ONLY = frozenset({"s58-advice"})
+# The check whose experiment makes each kind of trial (history.RECORDS): what the replay of an advice-only finding
+# names, since such a check judges the trials of other experiments and `--only` of it runs none of them.
+MAKES_TRIAL = {"counter": "counter", "keys": "keys", "claim": "claim", "output": "output",
+               "lock-conflict": "lock-excludes", "lock-release": "lock-released-on-exit",
+               "lock-wait": "lock-wait-timeout", "session": "session-isolation",
+               "config-sampled": "atomic-config-writes", "kill-points": "atomic-config-writes",
+               "writer-killed": "atomic-config-writes"}
 # Earlier names of checks, still accepted by --only (replay commands printed by older versions use them).
 ALIASES = {"lock-release": "lock-released-on-exit", "atomic-config": "atomic-config-writes"}
 
@@ -67,6 +74,14 @@ def resolve(name: str) -> str | None:
 
 
 REFERENCE = "reference"  # the serial reference runs, which every other experiment is judged against
+
+
+def replayed_by(check: str, trial: str) -> str | None:
+    """The check a finding's replay runs: its own, or for an advice-only check the one whose experiment made the
+    trial its evidence names ("lock-conflict: ..."); None (the run's own --only, if any) for a reference run."""
+    if check not in ADVICE_ONLY:
+        return check
+    return MAKES_TRIAL.get(trial.split(":", 1)[0])
 
 
 def scenarios_for(only: tuple[str, ...]) -> set[str]:

@@ -1,11 +1,15 @@
 """Every replay reproduces: the command printed with a finding, run as printed, gives the same finding in the
 same trial. hazards is judged from the workloads' traced rounds, so `--only hazards` must run them."""
 import json
+import re
 import shlex
+import shutil
 
 import pytest
 
 from clirace import observe
+from clirace.history import History
+from clirace.registry import EXPERIMENTS, REGISTRY
 
 from ..conftest import FIXTURES, check_json, run_clirace
 
@@ -33,3 +37,86 @@ def test_the_printed_replay_of_a_hazard_reproduces_it(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr
     again = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "CR702"]
     assert [f["evidence"]["trial"] for f in again] == [hazard["evidence"]["trial"]], again
+
+
+# -------------------------------------------------------------------------- every registered check, replayed
+# (fixture, the options of its first run, the checks whose printed replay is run). The first run is a whole check
+# where that is cheap enough (level0), else a few checks together, so that each replay runs fewer checks than the
+# run that printed it: its seed must still lead it to the same trial, with the same commands and arguments. The
+# replay of an advice-only finding (s58-advice) runs the check whose experiment made its trial.
+NO_REDIS = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+FIRST_RUNS = {
+    "level0": ((), ("counter", "keys", "claim", "output", "hazards", "lock-excludes", "lock-error-structured",
+                    "atomic-config-writes")),
+    "level1": (("--only", "lock-excludes", "--only", "lock-released-on-exit", "--only", "lock-wait-timeout"),
+               ("lock-released-on-exit",)),
+    "adversarial/lock-wait-forever": (("--only", "lock-wait-timeout", "--only", "lock-excludes"),
+                                      ("lock-wait-timeout", "s58-advice")),
+    "adversarial/session-id-ignored": (("--only", "session-isolation", "--only", "counter"), ("session-isolation",)),
+    "servers/redis-getset": (("--only", "server-hazards", "--only", "counter"), ("server-hazards",)),
+}
+REPLAYS = [pytest.param(fixture, check, id=check, marks=[NO_REDIS] if fixture.startswith("servers/redis") else [])
+           for fixture, (_options, checks) in FIRST_RUNS.items() for check in checks]
+# A trial whose outcome does not rest on timing first: a rendezvous round, then the lock and kill experiments.
+_DETERMINED = ("at a rendezvous", "lock-", "writer-killed", "session:")
+
+
+def _determined(trial: str) -> int:
+    """How surely a trial repeats its outcome: the index of the first word of _DETERMINED it has (lower: surer)."""
+    return next((n for n, word in enumerate(_DETERMINED) if word in trial), len(_DETERMINED))
+
+
+_RUN_FOLDER = re.compile(r"/[^\s'\"]*clirace-\d+-[0-9a-f]+(?:/[^/\s'\"]+)?")
+
+
+def test_every_registered_check_has_a_replay_test():
+    assert sorted(check for _options, checks in FIRST_RUNS.values() for check in checks) == sorted(REGISTRY)
+
+
+@pytest.fixture(scope="module")
+def first_runs(tmp_path_factory):
+    """Each fixture's first run, made once for all its checks: (the JSON result, the saved history)."""
+    made: dict[str, tuple[dict, History]] = {}
+
+    def first(fixture: str) -> tuple[dict, History]:
+        if fixture not in made:
+            saved = tmp_path_factory.mktemp("first") / "history.json"
+            options, _checks = FIRST_RUNS[fixture]
+            result = check_json(FIXTURES / fixture / "clirace.yaml", "--seed", "5", *options, "--history", saved,
+                                timeout=240)
+            made[fixture] = result, History.load(saved)
+        return made[fixture]
+    return first
+
+
+def _trial(history: History, name: str):
+    """The trial an evidence names ("keys: keys#1 (round 3 at a rendezvous)"), and its commands, run folders
+    aside (each run has its own)."""
+    for trial in history.trials:
+        if name.startswith(f"{trial.KIND}: {trial.name} (round {trial.round + 1}"):
+            return [(i.label, _RUN_FOLDER.sub("{run}", " ".join(i.argv))) for i in trial.invocations]
+    return None
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("fixture, check", REPLAYS)
+def test_the_printed_replay_of_each_check_runs_the_same_trial_and_finds_it_again(first_runs, fixture, check, tmp_path):
+    result, history = first_runs(fixture)
+    mine = [f for f in result["findings"] if f["code"] in EXPERIMENTS[check].codes]
+    assert mine, f"the first run of {fixture} found nothing of {check}"
+    codes = [f["code"] for f in mine]
+    finding = min(mine, key=lambda f: (_determined(f["evidence"]["trial"]), -codes.count(f["code"])))
+    replay = shlex.split(finding["evidence"]["replay"])
+    saved = tmp_path / "again.json"
+    proc = run_clirace(*replay[1:], "--format", "json", "--history", saved, timeout=240)
+    assert proc.returncode in (0, 1), proc.stderr
+    trial = finding["evidence"]["trial"]
+    before, after = _trial(history, trial), _trial(History.load(saved), trial)
+    assert before and after == before, f"{trial}: the replay ran {after}, the first run {before}"
+    again = {(f["code"], f["evidence"]["trial"]) for f in json.loads(proc.stdout)["findings"]}
+    if _determined(trial) < len(_DETERMINED):
+        assert (finding["code"], trial) in again, (finding["code"], trial, sorted(again))
+    else:  # a plain or amplified round of an output workload: its clash is likely in each round, certain in none
+        workload = trial.split(" (round")[0]
+        assert any(code == finding["code"] and where.startswith(workload) for code, where in again), \
+            (finding["code"], workload, sorted(again))

@@ -152,3 +152,13 @@ def test_scenarios_record_and_checks_judge():
         assert "history.spec" not in module.read_text() and "from ..spec" not in module.read_text(), module.name
     assert not re.search(r"facts\[", "".join(p.read_text() for p in src.rglob("*.py")))
     assert workloads.CONFIG_CAP == configfile.MAX_BYTES
+
+
+def test_an_advice_only_findings_replay_runs_the_experiment_that_made_its_trial():
+    from clirace.history import RECORDS
+    from clirace.registry import ADVICE_ONLY, EXPERIMENTS, MAKES_TRIAL, replayed_by
+    assert set(MAKES_TRIAL) == set(RECORDS) - {"alone", "not-run"}
+    assert all(check in EXPERIMENTS and check not in ADVICE_ONLY for check in MAKES_TRIAL.values())
+    assert replayed_by("s58-advice", "lock-conflict: contender while the lock is held (round 1)") == "lock-excludes"
+    assert replayed_by("s58-advice", "alone: counter#0 (round 1)") is None  # the run's own --only, if any
+    assert replayed_by("hazards", "keys: keys#1 (round 2 amplified)") == "hazards"
