@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import _cgroup, procfs, reap, safefs
 
+SHARED_TMP = "/tmp"  # where a folder a server's own user must reach is made, whatever TMPDIR says (postgres.py)
 RUN_PREFIX = "clirace-"  # a run's folder under TMPDIR: clirace-PID-XXXX (make_workdir); its private one: .clirace-...
 OWNER = ".clirace-owner"  # in a running run's folder: "PID STARTTIME running", then "private PATH", "cgroup PATH"
 _WATCHDOG = str(Path(__file__).with_name("_watchdog.py"))
@@ -214,15 +215,18 @@ def sweep_leftovers(tmpdir: str | Path | None = None) -> dict[str, list]:
     (clirace killed while writing one, before it wrote them atomically) counts as the name's pid. Private folders
     and cgroups go with their run, or on their own once the pid in their name is gone. Processes whose
     CLIRACE_TRIAL marker names a clirace that is gone are ended wherever their sandbox is. Only this user's
-    folders and processes are touched. Returns {"killed": pids, "removed": paths}.
+    folders and processes are touched. Without `tmpdir` it looks under TMPDIR and under /tmp, where a server run
+    as another user keeps its folder (services/postgres.py). Returns {"killed": pids, "removed": paths}.
     """
-    base = str(tmpdir) if tmpdir is not None else tempfile.gettempdir()
+    bases = [str(tmpdir)] if tmpdir is not None else list(dict.fromkeys([tempfile.gettempdir(), SHARED_TMP]))
     killed: list[int] = []
     removed: list[str] = []
-    try:
-        entries = list(os.scandir(base))
-    except OSError:
-        entries = []
+    entries = []
+    for base in bases:
+        try:
+            entries += list(os.scandir(base))
+        except OSError:
+            pass
     for entry in entries:
         if not entry.name.startswith((RUN_PREFIX, "." + RUN_PREFIX)):
             continue

@@ -10,7 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +193,19 @@ def test_the_next_run_ends_an_orphan_that_cleared_its_environment_when_the_watch
     assert set(orphans) <= set(swept["killed"])
     assert left_after(lambda: of_the_run(no_leftovers), time.monotonic() + 2.0) == []
     assert os.listdir(no_leftovers.tmpdir) == []
+
+
+@pytest.mark.timeout(30)
+def test_the_sweep_looks_in_tmp_too_where_a_servers_folder_is_made_whatever_tmpdir_says(tmp_path, monkeypatch):
+    """A PostgreSQL server run as another user keeps its folder in /tmp (it must reach it) even when TMPDIR points
+    elsewhere; a dead run's folder there is swept like one under TMPDIR."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    dead = Path("/tmp") / f"clirace-999999999-pg-{os.urandom(4).hex()}"  # no owner file, empty: killed early
+    dead.mkdir()
+    try:
+        assert tempfile.gettempdir() == str(tmp_path)
+        assert str(dead) in sweep_leftovers()["removed"] and not dead.exists()
+    finally:
+        if dead.exists():
+            dead.rmdir()

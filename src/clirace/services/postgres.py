@@ -74,7 +74,7 @@ class PostgresServer:
         if not (initdb and postgres):
             raise ServiceFailed("initdb or postgres not found")
         uid, gid, self.user = _run_as()
-        base = "/tmp" if uid is not None else None  # reachable by the unprivileged user, whatever TMPDIR says
+        base = _leftovers.SHARED_TMP if uid is not None else None  # the unprivileged user reaches it; swept too
         # A run folder of its own: a killed clirace's watchdog (or the next start's sweep) ends the server and
         # removes the folder.
         self.folder = _leftovers.make_workdir(base, "pg-")
