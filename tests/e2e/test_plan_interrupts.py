@@ -8,8 +8,10 @@ step would leave (the records there were then), each judged.
 """
 from __future__ import annotations
 
+import glob
 import os
 import signal
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -139,6 +141,9 @@ def interrupted_run(step_words: str, sandbox_kind: str, only: tuple[str, ...] = 
     history = seen["h"]
     assert history.stopped.startswith("interrupted (Ctrl-C) during "), history.stopped
     assert wait_for(lambda: not mine(), 5, "the interrupted run's processes to be gone")
+    # Nothing of the run is left on disk, nor made again later by an experiment that ran beside the interrupted
+    # one (they stop before the run's cleanup: Context.halt).
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"clirace-{os.getpid()}-*")), "a run folder is left"
     return history, history.stopped.split(" during ", 1)[1].strip("'\""), counts
 
 

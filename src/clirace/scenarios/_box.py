@@ -12,6 +12,7 @@ import dataclasses
 import os
 import random
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,6 +28,8 @@ from ..sandbox import Sandbox, end_adopted
 from ..spec import OwnCommand, Spec, Workload
 from ..vocab import EventKind, Failure, Outcome
 from . import outlived
+
+HALT_WAIT = 10.0  # how long an interrupted run waits for the experiments beside it to stop (each at its next step)
 
 
 def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
@@ -64,6 +67,10 @@ class Context:
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)
     not_removed: list[str] = field(default_factory=list)  # what clirace could not remove, "PATH: why" (shared)
     services: Any = None  # services.Services: the servers the spec declares, each trial given its own state
+    # Shared by the contexts of side-by-side experiments: set when the run is interrupted, so that the others
+    # start nothing more; and the boxes of the trials running, so that their processes can be ended at once.
+    halt: threading.Event = field(default_factory=threading.Event)
+    live: list[Box] = field(default_factory=list)
 
     @property
     def workloads(self) -> list[Workload]:
@@ -91,8 +98,6 @@ class Context:
         context of its own. Their records join the history in the order the experiments were given, not the
         order they ended, so two runs of the same spec keep the same history order. The first exception (an
         interrupt) is raised once all have ended."""
-        import threading
-
         errors: list[BaseException] = []
         own = [dataclasses.replace(self, trials=[], earlier=[*self.earlier, *self.trials], sweeping=False)
                for _ in experiments]
@@ -110,6 +115,13 @@ class Context:
                 thread.start()
             for thread in threads:
                 thread.join()
+        except BaseException:  # an interrupt reaches this thread only: the others must stop before the run ends,
+            self.halt.set()  # or they go on starting processes and making sandboxes after its cleanup
+            for box in list(self.live):
+                box.end_all()
+            for thread in threads:
+                thread.join(HALT_WAIT)
+            raise
         finally:
             for ctx in own:
                 self.trials.extend(ctx.trials)
@@ -133,9 +145,12 @@ class Context:
         box = Box(self.spec, sandbox, random.Random(f"{self.seed}/{record.KIND}/{name}/{round_}"), served)
         box.round = round_
         box.unusable = sandbox.tampered()  # the target of an earlier trial replaced the run folder
+        box.halt = self.halt
+        self.live.append(box)
         error, failure = None, None
         try:
             try:
+                box.halted()
                 if broken:  # the trial's own server did not start: the machine's doing, not the spec's
                     raise TrialFailed(broken, Failure.CLIRACE)
                 box.setup()
@@ -156,6 +171,7 @@ class Context:
             error, failure = "interrupted before the trial finished", Failure.INTERRUPTED
             raise
         finally:
+            self.live.remove(box)
             box.end_all()
             if served is not None:  # what the trial's servers saw; then their state goes (before the sweep below)
                 box.fields.update(served.finish(time.time() - (time.monotonic() - box.launcher.clock0)))
@@ -203,6 +219,7 @@ class Box:
         self.events: list[Event] = []
         self.fields: dict[str, Any] = {}  # the record's own fields (start, keys, runs, ...)
         self._running: list[Running] = []
+        self.halt: threading.Event | None = None  # Context.halt: the run was interrupted, start nothing more
         self.unusable: str | None = None  # why the trial cannot go on (its setup failed), if it cannot
         self.round = 0  # which round of its experiment the trial is
         self._own: list[int] = []  # fds on clirace's own files of this trial (closed at its end)
@@ -277,10 +294,16 @@ class Box:
             timeout: float | None = None, **extra: object) -> Invocation:
         return self.run_argv(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap)
 
+    def halted(self) -> None:
+        """Raise KeyboardInterrupt in an experiment running beside one the interrupt reached (side_by_side)."""
+        if self.halt is not None and self.halt.is_set():
+            raise KeyboardInterrupt
+
     def run_argv(self, label: str, argv: list[str], extra_env: dict[str, str] | None = None,
                  timeout: float | None = None, wrap: Any = ()) -> Invocation:
         """Run one invocation to its end. It is registered while it runs, so that an interrupt ends it the
         way every invocation is ended (SIGTERM, a grace period, SIGKILL), not by the run's last sweep."""
+        self.halted()
         running = self.launcher.start(label, argv, extra_env, timeout, wrap=wrap)
         self._running.append(running)
         return self.finish(running)
@@ -289,6 +312,7 @@ class Box:
               timeout: float | None = None, pty: bool = False, stdin: Any = None, **extra: object) -> Running:
         """Start one invocation; its stdin is /dev/null unless `stdin` (an fd) is given."""
         more = {} if stdin is None else {"stdin": stdin}
+        self.halted()
         running = self.launcher.start(label, self.argv(sub, prefix, **extra), extra_env, timeout, wrap=wrap, pty=pty,
                                       **more)
         self._running.append(running)
@@ -354,6 +378,7 @@ class Box:
 
     def together(self, jobs: Any) -> list[Invocation]:
         """jobs: (label, full argv, extra env[, wrap]). Released at once from the barrier; all finished on return."""
+        self.halted()
         runnings = self.launcher.start_together(jobs)
         self._running.extend(runnings)
         return [self.record(r.finish()) for r in runnings]
