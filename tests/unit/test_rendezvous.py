@@ -183,6 +183,16 @@ def test_go_reading_on_two_threads_then_locking_is_stopped_after_both_reads_not_
     assert aim(_traced_round(go, [*first_run, (1, LOCK[0]), *((1, line) for line in WRITE)])).count == 2
 
 
+def test_two_threads_given_the_same_fd_number_in_turn_are_two_reads_whichever_call_began_first():
+    # Threads merged in the order their calls began: thread 12's open began before thread 11's close of fd 3
+    # ended, and was given fd 3 once it had (seen in a full run at load 3: a Go tool aimed at its "read", not its
+    # second read).
+    from clirace.scenarios.aim import aim
+    reused = [(11, OPEN.format(fd=3)), (12, OPEN.format(fd=3)), (11, CLOSE.format(fd=3)), (12, CLOSE.format(fd=3)),
+              (11, LOCK[0]), *((11, line) for line in WRITE), (11, LOCK[1])]
+    assert aim(_traced_round(reused, reused)).count == 2
+
+
 def test_a_tool_locking_before_it_reads_is_stopped_at_its_first_read():
     from clirace.scenarios.aim import aim
     from clirace.stopper import READ_CALLS

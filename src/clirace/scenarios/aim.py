@@ -64,7 +64,9 @@ def _window(ops: tuple[FileOp, ...], state: set[str], reading: locking.Reading) 
     The window closes at the first lock call (taken or refused) or the first write of the state. A read ends at
     the close of its fd, or at once for an open that found no state (reading "nothing" is a read: the tool
     starts from empty)."""
-    reads, open_fds = 0, set()
+    # A list, not a set: threads merged in the order their calls began can show a second open returning the fd
+    # number before the first thread's close of it (Go's two loader goroutines); each close ends one read.
+    reads, open_fds = 0, []
     for n, op in enumerate(ops):
         on_state = bool(op.paths) and op.paths[0] in state
         if reading.attempt(op):  # (an fd of the state opened only to be locked has read nothing yet)
@@ -76,10 +78,10 @@ def _window(ops: tuple[FileOp, ...], state: set[str], reading: locking.Reading) 
         if op.call in _OPENS and not op.ok:
             reads += 1
         elif op.call in _OPENS and op.fd is not None:
-            open_fds.add((op.pid, op.fd))
+            open_fds.append((op.pid, op.fd))
         elif op.call == "close" and op.fd in {fd for _, fd in open_fds}:  # its own reading fd (any thread's):
             # not another fd whose file now bears the state's name (jq's stdout, a temp file renamed onto it)
-            open_fds = {(pid, fd) for pid, fd in open_fds if fd != op.fd}
+            open_fds.remove(next(entry for entry in open_fds if entry[1] == op.fd))
             reads += 1
     return None
 
