@@ -79,7 +79,7 @@ class Cgroup:
     def kill(self, within: float = 5.0) -> list[int]:
         """SIGKILL every process in this cgroup and those below it, until none is left (or `within` seconds
         pass: `populated()` then says so); returns the pids that were in it."""
-        found = self._pids()
+        found = in_cgroup(self.path)  # the watchdog's reading, shared: it runs without clirace
         if not found:
             return []
         deadline = time.monotonic() + within
@@ -89,7 +89,7 @@ class Cgroup:
         except OSError:
             pass  # before Linux 5.14: signal what is listed, below
         while self.populated() and time.monotonic() < deadline:
-            for pid in self._pids():
+            for pid in in_cgroup(self.path):
                 found += [] if pid in found else [pid]
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -97,9 +97,6 @@ class Cgroup:
                     pass
             time.sleep(0.002)
         return found
-
-    def _pids(self) -> list[int]:
-        return in_cgroup(self.path)  # the watchdog's own reading: it runs without clirace, so it holds it
 
     def remove(self, within: float = 5.0) -> str | None:
         """Kill what is in it, then remove it and the cgroups below it; None, or why it stays."""
