@@ -48,15 +48,19 @@ WRAPPER_SAID_CAP = 4096  # bytes of strace's own messages kept in the invocation
 _ids = itertools.count(1)
 
 
-def strace_apart(wrap) -> tuple[list[str], str]:
-    """`wrap`, an strace prefix ending in "--", with strace's stderr sent to a log beside its -o output, and the
-    log's path; any other wrap unchanged, with ""."""
+def strace_apart(wrap) -> tuple[list[str], int | None]:
+    """`wrap`, an strace prefix ending in "--", with strace's stderr sent to a log of its own, and an fd on that
+    log (the caller closes it); any other wrap unchanged, with None.
+
+    The log has no name anywhere (a memfd): the shell opens it as /proc/<clirace>/fd/N, so no link or FIFO a
+    target plants can stand where it is written or read back (a `*-strace.log` beside the trace once could)."""
     wrap = list(wrap)
     if not wrap or os.path.basename(wrap[0]) != "strace" or "--" not in wrap or "-o" not in wrap:
-        return wrap, ""
-    out = wrap[wrap.index("-o") + 1]
-    log = out if out == os.devnull else f"{out}-strace.log"
-    return [*STRACE_APART, log, *wrap, *TARGET_STDERR], log
+        return wrap, None
+    if wrap[wrap.index("-o") + 1] == os.devnull:
+        return [*STRACE_APART, os.devnull, *wrap, *TARGET_STDERR], None
+    fd = os.memfd_create("clirace-strace-said", os.MFD_CLOEXEC)
+    return [*STRACE_APART, f"/proc/{os.getpid()}/fd/{fd}", *wrap, *TARGET_STDERR], fd
 
 
 @dataclass
@@ -75,7 +79,7 @@ class Running:
     batch: list | None = None  # the invocations released together with this one (itself included)
     parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
     wrapper: str = ""
-    wrapper_log: str = ""  # where the wrapper's own messages go (strace_apart), "" when it has no log
+    wrapper_log: int | None = None  # an fd on the wrapper's own messages (strace_apart), None when it has no log
     ended_by: str = ""  # why clirace stopped it, when it did so on purpose (not at a deadline)
     _out: list = field(default_factory=lambda: [bytearray(), [0]])
     _err: list = field(default_factory=lambda: [bytearray(), [0]])
@@ -182,20 +186,24 @@ class Running:
             stdout=_text(self._out[0]), stderr=_text(self._err[0]),
             stdout_bytes=self._out[1][0], stderr_bytes=self._err[1][0], timed_out=self.timed_out,
             wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
-            wrapper_said=_said(self.wrapper_log),
+            wrapper_said=self._take_said(),
         )
 
+    def _take_said(self) -> str:
+        log, self.wrapper_log = self.wrapper_log, None
+        return _said(log)
 
-def _said(log: str) -> str:
-    """The end of what a wrapper wrote to its own log (strace's warnings), "" without one."""
-    if not log or log == os.devnull:
+
+def _said(log: int | None) -> str:
+    """The end of what a wrapper wrote to its own log (strace's warnings), "" without one; the fd is closed."""
+    if log is None:
         return ""
     try:
-        with open(log, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - WRAPPER_SAID_CAP))
-            return _text(bytearray(handle.read(WRAPPER_SAID_CAP)))
+        return _text(bytearray(os.pread(log, WRAPPER_SAID_CAP, max(0, os.fstat(log).st_size - WRAPPER_SAID_CAP))))
     except OSError:
         return ""
+    finally:
+        os.close(log)
 
 
 def describe_wrapper(wrap) -> str:
@@ -342,6 +350,8 @@ class Launcher:
                                     preexec_fn=_chain(join, dies, take_terminal), **streams)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
+                if log is not None:
+                    os.close(log)
                 raise
             proc, parked = _cannot_start([*wrap, *argv], exc, env), False
             if terminal is not None:

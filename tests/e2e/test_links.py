@@ -204,3 +204,24 @@ def test_a_sandbox_clirace_cannot_remove_is_named_and_the_exit_status_says_so(tm
             set_immutable(path, False)
         for path in no_leftovers.tmpdir.iterdir():
             shutil.rmtree(path)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_daemon_racing_to_plant_at_the_kill_logs_name_redirects_and_blocks_nothing(kind, tmp_path, no_leftovers):
+    """Issue 24: a daemon the setup left reads the names clirace hands to strace (`-o` of a kill run, the log of
+    strace's own messages) from their command lines and, with that process stopped, plants a link into the
+    canary or a FIFO there before strace opens it. Each is a file clirace made and holds (/proc/PID/fd/N)."""
+    canary = make_canary(tmp_path)
+    spec = tmp_path / "race.yaml"
+    spec.write_text(SPEC.format(tool=TOOL, canary=canary, setup=f'["race", "{kind}"]'))
+    before = snapshot(canary)
+    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--allow-outside-sandbox",
+                           "--only", "atomic-config-writes", "--format", "json"], capture_output=True, text=True,
+                          env=no_leftovers.env(), cwd=ROOT, timeout=140)
+    assert snapshot(canary) == before, "something outside the sandbox changed"
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert statuses["atomic-config-writes"] == "pass", result["criteria"]

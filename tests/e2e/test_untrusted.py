@@ -2,6 +2,7 @@
 own messages never read as the target's output."""
 import json
 import os
+import stat
 
 import pytest
 
@@ -36,3 +37,26 @@ def test_strace_warnings_go_to_their_own_log_not_to_the_targets_stderr(tmp_path)
     inv = Launcher(dict(os.environ), str(tmp_path), {}, 10.0).run("t", ["sh", "-c", "echo out; echo err >&2"], wrap=wrap)
     assert (inv.exit_code, inv.stdout, inv.stderr) == (0, "out\n", "err\n"), inv
     assert "Requested path" in inv.wrapper_said, inv.wrapper_said
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not observe.available()[0], reason="needs strace")
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_link_or_fifo_planted_where_strace_logs_its_own_messages_is_neither_followed_nor_opened(tmp_path, planted):
+    # Where strace's own messages went until round three: "<its -o>-strace.log", a name a target could predict.
+    canary = tmp_path / "canary"
+    canary.write_text("CANARY restore\n")
+    place = tmp_path / "trace-strace.log"
+    if planted == "link":
+        place.symlink_to(canary)
+    else:
+        os.mkfifo(place)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x")
+    wrap = [observe.strace_path(), "-f", "-qq", "-P", "d/f", "-e", "trace=openat", "-o", str(tmp_path / "trace"), "--"]
+    inv = Launcher(dict(os.environ), str(tmp_path), {}, 10.0).run("t", ["sh", "-c", "echo out"], wrap=wrap)
+    assert (inv.exit_code, inv.stdout, inv.timed_out) == (0, "out\n", False), inv
+    assert "CANARY" not in inv.wrapper_said and "Requested path" in inv.wrapper_said, inv.wrapper_said
+    assert canary.read_text() == "CANARY restore\n"
+    assert place.is_symlink() if planted == "link" else stat.S_ISFIFO(place.lstat().st_mode)

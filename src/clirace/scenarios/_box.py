@@ -239,6 +239,17 @@ class Box:
         safefs.mkdirs(self.sandbox.private, name, 0o700)
         return safefs.open_dir(self.sandbox.private, name)
 
+    def own_file(self, prefix: str) -> Path:
+        """A new empty file for strace to write into (`-o`), made by clirace in the trace folder with
+        O_EXCL|O_NOFOLLOW under a name nobody can guess, and named through clirace's fd on it (/proc/PID/fd/N):
+        strace opens that file, never a name at which a target could have planted a link or FIFO first."""
+        trace_dir = self.trace_dir
+
+        def made() -> int:
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            return os.open(trace_dir / f"{prefix}-{secrets.token_hex(8)}", flags, 0o600)
+        return self._through_fd(made)
+
     def _through_fd(self, opener: Callable[[], int]) -> Path:
         try:
             fd = opener()

@@ -9,7 +9,6 @@ whether it is the old or the new one, whole.
 """
 from __future__ import annotations
 
-import secrets
 import sqlite3
 import threading
 import time
@@ -55,9 +54,9 @@ def run(ctx: Context) -> None:
             box.fields["config_path"] = str(path)
             _seed(box, workload)
             box.fields["old"] = read_config(box, path, workload.config.format)[0] or ""
-            # In the trial's private trace folder (reached through clirace's fd on it) under a name nobody can
-            # guess, beside which strace's own messages get their log (launch.strace_apart).
-            log = box.trace_dir / f"kill-{secrets.token_hex(8)}.log"
+            # Made by clirace, and handed to strace as /proc/<clirace>/fd/N: a target that reads the name from
+            # strace's command line and plants a link or FIFO there first redirects or blocks nothing.
+            log = box.own_file("kill")
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             killing = {"calls": point.call, "when": point.when, "log": log, "path": str(path) if point.path else None}
             if point.exec_path:
