@@ -47,7 +47,7 @@ def check(
     baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved --format json result or --history): each finding and criterion fixed, new, still or undecided; a regression fails the gate."),
     confidence: Optional[float] = typer.Option(None, "--confidence", metavar="C", help="With --rate R: run enough rounds that a race showing in R of rounds would have shown with probability >= C (e.g. 0.99)."),
     rate: Optional[float] = typer.Option(None, "--rate", metavar="R", help="See --confidence (e.g. 0.1: 44 rounds at 0.99)."),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Seed for every random choice; printed with the result."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**63 - 1, help="Seed for every random choice; printed with the result."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, max=100, help="Parallel rounds per workload (default: [tool.clirace] rounds, the spec's, else 3)."),
     parallel: Optional[int] = typer.Option(None, "--parallel", min=2, max=64, help="Invocations per round (default: the spec's, else 8)."),
     budget: Optional[float] = typer.Option(None, "--budget", min=1, max=3600, metavar="SECONDS", help="After the spec's rounds, keep adding rounds (at a rendezvous, or amplified) until this many seconds have gone on them, shared among the workloads: more rounds, a smaller detection bound."),

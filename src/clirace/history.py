@@ -33,6 +33,10 @@ OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes c
 # A history larger than this is not judged (README, Safety: a level-3 run at the defaults writes about 1 MB, 10 rounds
 # of 32 about 7.5 MB, the CLI's largest --rounds and --parallel about 150 MB; judging 126 MB took 35 s and 575 MB).
 MAX_BYTES = 256 * 1024 * 1024
+# Numbers, bounded like strings and nesting: no value clirace records comes near them (times in seconds, byte
+# counts, pids, seeds), and a larger one would overflow where it is used as a float (10**400: OverflowError).
+MAX_NUMBER = 1e15
+MAX_INTEGER = 2**63 - 1
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
@@ -506,8 +510,11 @@ class History:
                 "stopped": self.stopped,
                 "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
 
+    def text(self) -> str:
+        return json.dumps(self.to_json(), indent=1)
+
     def save(self, path: Path | str) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+        Path(path).write_text(self.text())
 
     @classmethod
     def load(cls, path: Path | str) -> History:
@@ -686,10 +693,14 @@ def _decode(tp: Any, value: Any, at: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Bad(at, "a number", value)
+        if not -MAX_NUMBER <= value <= MAX_NUMBER:  # also NaN (JSON's NaN), which no comparison holds for
+            raise _Bad(at, f"a finite number of at most {MAX_NUMBER:.0e}", value)
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _Bad(at, "an integer", value)
+        if not -MAX_INTEGER <= value <= MAX_INTEGER:
+            raise _Bad(at, f"an integer of at most {len(str(MAX_INTEGER))} digits", value)
         return value
     if tp in (str, bool):
         if not isinstance(value, tp):

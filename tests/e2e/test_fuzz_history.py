@@ -122,3 +122,22 @@ def test_history_mutants_are_refused_or_judged(saved_history, tmp_path_factory):
     print(f"{len(crashes)} kinds of crash; {judged_with_failed_check} mutants judged with a check that failed")
     assert crashes == {}, "\n".join(f"{kind}: {text[:160]!r}" for kind, text in crashes.items())
     assert judged_with_failed_check == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_400_digit_number_in_a_history_is_exit_2_naming_the_field(saved_history, tmp_path):
+    data = json.loads(json.dumps(saved_history))
+    data["trials"][0]["invocations"][0]["ended"] = 10**400  # a float field: float() of it overflows
+    data["trials"][0]["invocations"][0]["stdout_bytes"] = 10**400  # an integer field
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(data))
+    proc = subprocess.run([sys.executable, "-m", "clirace", "judge", str(path)], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert "$.trials[0].invocations[0].ended" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    data["trials"][0]["invocations"][0]["ended"] = 1.0
+    path.write_text(json.dumps(data))
+    proc = subprocess.run([sys.executable, "-m", "clirace", "judge", str(path)], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and "$.trials[0].invocations[0].stdout_bytes" in proc.stderr, proc.stderr
