@@ -16,11 +16,58 @@ class Terminated(BaseException):
     """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
 
 
+class Signals:
+    """SIGINT and SIGTERM for the whole of `clirace check`, from before the first spec is read to the last byte of
+    the result written. While specs are checked, the first one raises KeyboardInterrupt or Terminated (a clean stop:
+    children ended, sandboxes removed, the partial result written); once the result is decided (`deferred`), it is
+    only noted: the result is written whole, and the exit status is then 130 or 143 all the same. Every later one
+    is only noted: it must not cut short the cleanup or the writing that the first one started."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._told = False
+        self._defer = False
+        self._previous: dict = {}
+
+    def __enter__(self) -> Signals:
+        self._previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+        for sig, handler in self._previous.items():
+            if handler is not signal.SIG_IGN:  # e.g. SIGINT in a job a shell started in the background
+                signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.received is not None:
+            if not self._told:
+                self._told = True
+                print("clirace: stopping: ending children and removing sandboxes...", file=sys.stderr, flush=True)
+            return
+        self.received = signum
+        if not self._defer:
+            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+    def deferred(self) -> Signals:
+        """From now on a signal is noted, not raised: what is left is writing a decided result."""
+        self._defer = True
+        return self
+
+    def exit_code(self, otherwise: int) -> int:
+        if self.received is None:
+            return otherwise
+        return errors.EXIT_INTERRUPTED if self.received == signal.SIGINT else errors.EXIT_TERMINATED
+
+
 def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list], None], *, quiet: bool, keep: bool,
-               raise_spec_errors: bool) -> list:
+               raise_spec_errors: bool, signals: Signals) -> list:
     """Each spec checked in turn: its Result, or a Failed for a spec that could not be checked (`raise_spec_errors`:
-    the SpecError itself). Ctrl-C or SIGTERM ends the run with what was checked so far (and the partial result of
-    the spec under way) passed to `emit`, and exit status 130 or 143."""
+    the SpecError itself). Ctrl-C or SIGTERM (caught by `signals`) ends the run with what was checked so far (and
+    the partial result of the spec under way) passed to `emit`, and exit status 130 or 143."""
     from dataclasses import replace
 
     from .spec import load_spec  # (the pipeline, and with it every check, is imported once a spec loaded)
@@ -28,23 +75,8 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
     items: list = []
     seen: dict = {}
 
-    def on_signal(signum, frame):
-        # The first Ctrl-C or SIGTERM stops the run; the next ones must not cut short the cleanup it starts
-        # (ending the children, removing the sandboxes), so they are only noted.
-        if "signal" in seen:
-            if not seen.get("told"):
-                seen["told"] = True
-                print("clirace: stopping: ending children and removing sandboxes...", file=sys.stderr, flush=True)
-            return
-        seen["signal"] = signum
-        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
-
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     with Progress(quiet) as progress:
         try:
-            for sig, handler in previous.items():
-                if handler is not signal.SIG_IGN:  # e.g. SIGINT in a job a shell started in the background
-                    signal.signal(sig, on_signal)
             for path in paths:
                 seen.pop("h", None)
                 if len(paths) > 1:
@@ -79,9 +111,6 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
             print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
                   removal(seen.get("h"))), file=sys.stderr)
             raise typer.Exit(code)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
     return items
 
 

@@ -333,8 +333,6 @@ def _terminated(text: str) -> str:
 
 
 def _history_text(history) -> str:
-    """The history as History.save writes it (saved through a temp path so that the write is atomic)."""
-    with tempfile.TemporaryDirectory(prefix="clirace-history-") as tmp:
-        target = Path(tmp) / "history.json"
-        history.save(target)
-        return target.read_text()
+    """The history as History.save writes it (made in memory: no temporary folder outside the run's folders,
+    which an interrupt at this moment would leave behind)."""
+    return history.text()

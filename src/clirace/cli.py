@@ -4,6 +4,7 @@ a score below --min-score, a regression against --baseline; `diff`: a regression
 (SIGTERM). See gate.py."""
 from __future__ import annotations
 
+import signal
 import sys
 from enum import Enum
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from . import errors
-from ._checking import Terminated, check_each
+from ._checking import Signals, Terminated, check_each
 from ._outputs import FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -97,14 +98,20 @@ def check(
     opts = Options(seed=seed, rounds=rounds, parallel=parallel, budget=budget, only=tuple(checks), keep=keep,
                    strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate)
     adopt_orphans()  # this process is clirace's own: it may adopt (and end) what its targets orphan
-    with _pinned(outputs, paths) as pinned:
+    with Signals() as signals, _pinned(outputs, paths) as pinned:
         items = check_each(paths, opts, needed, lambda done: _emit(done, outputs, pinned), quiet=quiet, keep=keep,
-                           raise_spec_errors=len(paths) == 1 and not outputs.paths() and outputs.format == "text")
+                           raise_spec_errors=len(paths) == 1 and not outputs.paths() and outputs.format == "text",
+                           signals=signals)
+        # Decided: a signal from here on is noted, and the result still written whole (then exit 130 or 143).
+        signals.deferred()
         for item in items:
             if hasattr(item, "score"):
                 _gate(item, min_score, exit_zero, old)
         _emit(items, outputs, pinned)
-    raise typer.Exit(_exit_code(items))
+    if signals.received is not None:
+        print(f"clirace: {'interrupted' if signals.received == signal.SIGINT else 'terminated'} while writing "
+              "the result; it was written whole.", file=sys.stderr)
+    raise typer.Exit(signals.exit_code(_exit_code(items)))
 
 
 def _gate(result, min_score: int, exit_zero: bool, old) -> None:
@@ -315,6 +322,10 @@ def _pinned(outputs, specs):
     return check_all(outputs, tuple(str(s) for s in specs))
 
 
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def _emit(items, outputs, pinned) -> None:
     from ._outputs import emit
 
@@ -322,6 +333,10 @@ def _emit(items, outputs, pinned) -> None:
 
 
 def main() -> None:
+    # SIGTERM from the very start, as SIGINT is by Python: a clean exit 143, never death by the signal (a `check`
+    # replaces this with its own handler while it runs, Signals).
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         code = app(standalone_mode=False)  # not standalone, a command's typer.Exit(code) comes back as its value
     except errors.CliraceError as exc:

@@ -120,7 +120,10 @@ class Context:
             for box in list(self.live):
                 box.end_all()
             for thread in threads:
-                thread.join(HALT_WAIT)
+                try:
+                    thread.join(HALT_WAIT)
+                except RuntimeError:  # not started: the interrupt came while they were being started
+                    pass
             raise
         finally:
             for ctx in own:
