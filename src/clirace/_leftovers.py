@@ -16,7 +16,9 @@ by sandbox.py.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
+import secrets
 import shutil
 import stat
 import subprocess
@@ -41,6 +43,7 @@ class Run:
     cgroup: _cgroup.Cgroup | None  # the cgroup holding the trials' ones, or None
     isolation_note: str  # which cgroup, or why there is none
     write_end: int | None = None  # of the watchdog's pipe
+    record: str = ""  # the run's record (_record), "" when none could be kept
     watchdog: subprocess.Popen | None = None
 
 
@@ -64,6 +67,7 @@ def make_workdir(base: str | None = None, kind: str = "") -> Path:
     run = Run(str(folder), str(private), cgroup, cgroup.path if cgroup else why_not)
     owner = f"{os.getpid()} {_start_time(os.getpid())} running\nprivate {private}\ncgroup {cgroup.path if cgroup else ''}\n"
     safefs.replace_atomically(folder, OWNER, owner.encode(), 0o600)  # never a half-written owner file
+    _record(run, base)
     _runs[run.folder] = run
     _start_watchdog(run)
     global _registered
@@ -73,13 +77,120 @@ def make_workdir(base: str | None = None, kind: str = "") -> Path:
     return folder
 
 
+# ------------------------------------------------------------------------------------------ the run records
+#
+# The owner file is in the run folder, which every target can reach (its sandbox's parent), and anyone who can
+# write TMPDIR can make a folder named like a run's: neither says that clirace made anything. What the sweep acts
+# on is a record clirace writes, as the run starts, in a folder of its own beside the run folders that only its
+# user (or root) can write (RECORDS, mode 0700, checked to be a directory owned by this user, never followed):
+# the run's pid and start time, and the device and inode of its run folder, its private folder and its cgroup as
+# they were made. A folder is removed only while it is still that inode; a cgroup is killed only when it is that
+# inode, directly below the cgroup clirace makes its runs' in; processes are killed only by that run's marker.
+# A record outlives a deleted or rewritten owner file: the run is found all the same.
+
+RECORDS = ".clirace-runs-{uid}"
+RECORD_FORMAT = "clirace-run 1"
+
+
+def _records_dir(base: str, make: bool) -> tuple[int | None, str]:
+    """(an fd on the records folder under `base`, "") or (None, why it is not used)."""
+    path = os.path.join(base, RECORDS.format(uid=os.getuid()))
+    if make:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return None, f"{path}: cannot be made ({exc.strerror or exc})"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        kind = "a symbolic link or not a folder" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else exc.strerror
+        return None, f"{path} is {kind}: not clirace's, left alone"
+    info = os.fstat(fd)
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        os.close(fd)
+        return None, f"{path} is not this user's alone (owner {info.st_uid}, mode {info.st_mode & 0o777:o}): left alone"
+    return fd, ""
+
+
+def _identity(path: str) -> str:
+    info = os.lstat(path)
+    return f"{info.st_dev} {info.st_ino}"
+
+
+def _record(run: Run, base: str) -> None:
+    """The run's record (see above); a run without one is still ended by its watchdog, not by a later sweep."""
+    why = "the records folder kept disappearing"
+    for _ in range(5):  # another run may remove the records folder, emptied, between its making and the write
+        fd, why = _records_dir(base, make=True)
+        if fd is None:
+            break
+        try:
+            with safefs.closing_fd(fd):
+                _write_record(run, fd)
+        except FileNotFoundError:
+            continue
+        run.record = os.path.join(base, RECORDS.format(uid=os.getuid()), os.path.basename(run.folder))
+        return
+    print(f"clirace: the run's record cannot be kept ({why}); if clirace and its watchdog are both killed, the next "
+          "run will not remove this run's folders", file=sys.stderr)
+
+
+def _write_record(run: Run, fd: int) -> None:
+    lines = [RECORD_FORMAT, f"pid {os.getpid()} {_start_time(os.getpid())}",
+             f"folder {_identity(run.folder)} {run.folder}", f"private {_identity(run.private)} {run.private}"]
+    if run.cgroup is not None:
+        lines.append(f"cgroup {_identity(run.cgroup.path)} {run.cgroup.path}")
+    name = os.path.basename(run.folder)
+    temp = f".{name}.{secrets.token_hex(6)}"  # written whole, then renamed: never a half-written record
+    out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+    with safefs.closing_fd(out):
+        safefs.write_all(out, ("\n".join(lines) + "\n").encode())
+    os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+
+
+def _forget(run: Run) -> None:
+    """The run ended (its folders removed, or kept with --keep): its record goes, and the records folder with
+    the last one (a run starting meanwhile makes it again: _record)."""
+    if run.record:
+        _unlink_quietly(run.record)
+        _remove_planted(os.path.dirname(run.record))
+        _remove_if_empty(os.path.dirname(run.record))
+
+
+def _remove_planted(folder: str) -> None:
+    """Links, FIFOs and devices in the records folder: clirace writes only regular files there, so these are a
+    target's (running as this user); unlinked, never followed or opened."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+        except OSError:
+            continue
+        if kind not in (stat.S_IFREG, stat.S_IFDIR):
+            _unlink_quietly(entry.path)
+
+
+def _remove_if_empty(folder: str) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
 def _start_watchdog(run: Run) -> None:
     read_end, write_end = os.pipe()  # the write end is close-on-exec: no target inherits it
     folder_fd, private_fd = safefs.held_fd(run.folder), safefs.held_fd(run.private)
     try:
         run.watchdog = subprocess.Popen(
             [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid()), run.folder, str(folder_fd), run.private,
-             str(private_fd), run.cgroup.path if run.cgroup else ""], stdin=read_end, stdout=subprocess.DEVNULL,
+             str(private_fd), run.cgroup.path if run.cgroup else "", run.record], stdin=read_end, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(folder_fd, private_fd),
             env={k: v for k, v in os.environ.items() if k != reap.MARKER})
     except OSError:
@@ -116,6 +227,8 @@ def end(folder: Path | str, keep: bool = False) -> list[str]:
         _listable(run.private)
         failures += safefs.remove(run.private)
     if keep:
+        if run is not None:
+            _tell_watchdog(run, b"k")  # were clirace killed now, the watchdog must not remove the kept folder
         safefs.unlink_at(key, OWNER)
         safefs.release(key)
     else:
@@ -123,6 +236,7 @@ def end(folder: Path | str, keep: bool = False) -> list[str]:
         failures += safefs.remove(key)
         failures += _unlink_planted(key) if planted else []
     if run is not None:
+        _forget(run)
         _dismiss(run)
     return failures
 
@@ -150,13 +264,18 @@ def _unlink_planted(path: str) -> list[str]:
     return [f"{path}: a folder clirace did not make stands where its run folder was; left alone"]
 
 
+def _tell_watchdog(run: Run, what: bytes) -> None:
+    if run.write_end is not None:
+        try:
+            os.write(run.write_end, what)
+        except OSError:
+            pass
+
+
 def _dismiss(run: Run) -> None:
     if run.write_end is None or run.watchdog is None:
         return
-    try:
-        os.write(run.write_end, b"d")
-    except OSError:
-        pass
+    _tell_watchdog(run, b"d")
     os.close(run.write_end)
     run.write_end = None
     try:
@@ -209,63 +328,186 @@ def sweep_leftovers(tmpdir: str | Path | None = None) -> dict[str, list]:
     """End what earlier clirace runs that were killed left behind, and remove their folders and cgroups. Call at
     start-up, before the run makes its own folder.
 
-    A run is a leftover when its owner (the pid in its folder's owner file, or in its name) is gone and it was
-    still running: a run that ended (Ctrl-C and SIGTERM included) removed its owner file, and its folder, if
-    kept with --keep, stays; a folder without one is removed only when empty. An owner file that says nothing
-    (clirace killed while writing one, before it wrote them atomically) counts as the name's pid. Private folders
-    and cgroups go with their run, or on their own once the pid in their name is gone. Processes whose
-    CLIRACE_TRIAL marker names a clirace that is gone are ended wherever their sandbox is. Only this user's
-    folders and processes are touched. Without `tmpdir` it looks under TMPDIR and under /tmp, where a server run
-    as another user keeps its folder (services/postgres.py). Returns {"killed": pids, "removed": paths}.
+    A run is found by its record (see RECORDS), never by a folder's name or owner file, which a target or another
+    user can forge: when the pid and start time it names are gone, the run's cgroup is killed and removed (only
+    if it is the recorded one, directly below clirace's own), its marked processes are ended, and its folders
+    removed while they are still the folders recorded. A run whose owner file was deleted or rewritten is found
+    all the same. Anything else named like a run's folder is reported and left alone (an empty folder of this
+    user's whose named pid is gone is removed: removing an empty folder changes nothing else); a link or FIFO in
+    the way is never opened. Processes whose CLIRACE_TRIAL marker names a clirace that is gone are ended
+    wherever their sandbox is. Only this user's folders and processes are touched. Without `tmpdir` it looks
+    under TMPDIR and under /tmp, where a server run as another user keeps its folder (services/postgres.py).
+    Returns {"killed": pids, "removed": paths, "left": notes on what was left alone}.
     """
     bases = [str(tmpdir)] if tmpdir is not None else list(dict.fromkeys([tempfile.gettempdir(), SHARED_TMP]))
     killed: list[int] = []
     removed: list[str] = []
-    entries = []
+    left: list[str] = []
+    recorded: set[str] = set()
     for base in bases:
-        try:
-            entries += list(os.scandir(base))
-        except OSError:
-            pass
+        _sweep_records(base, killed, removed, left, recorded)
+    for base in bases:
+        _note_unrecorded(base, removed, left, recorded)
+    for cgroup in _cgroup.leftovers(RUN_PREFIX):  # below clirace's own cgroup: made by a clirace of this user
+        if not _alive(_pid_in(os.path.basename(cgroup.path)) or "", None):
+            killed += cgroup.kill(2.0)
+            cgroup.remove(2.0)
+    killed += reap._kill_until_gone(_orphaned_marked, 2.0)
+    return {"killed": killed, "removed": removed, "left": left}
+
+
+@dataclass
+class _Record:
+    pid: str
+    start: str
+    folders: list[tuple[str, str]]  # (path, "DEV INO") of the run folder, then the private one
+    cgroup: tuple[str, str] | None
+
+
+def _parse_record(data: bytes) -> _Record | None:
+    lines = data.decode(errors="replace").splitlines()
+    if not lines or lines[0] != RECORD_FORMAT:
+        return None
+    fields: dict[str, tuple[str, str]] = {}
+    pid = start = ""
+    for line in lines[1:]:
+        key, _, rest = line.partition(" ")
+        if key == "pid":
+            pid, _, start = rest.partition(" ")
+        elif key in ("folder", "private", "cgroup"):
+            dev, ino, path = (rest.split(" ", 2) + ["", "", ""])[:3]
+            if dev.isdigit() and ino.isdigit() and path.startswith("/"):
+                fields[key] = (os.path.normpath(path), f"{dev} {ino}")
+    if not pid.isdigit() or "folder" not in fields or "private" not in fields:
+        return None
+    return _Record(pid, start, [fields["folder"], fields["private"]], fields.get("cgroup"))
+
+
+def _sweep_records(base: str, killed: list, removed: list, left: list, recorded: set) -> None:
+    fd, why = _records_dir(base, make=False)
+    if why:
+        left.append(why)
+    if fd is None:
+        return
+    with safefs.closing_fd(fd):
+        for name in os.listdir(fd):
+            shown = os.path.join(base, RECORDS.format(uid=os.getuid()), name)
+            data = _read_regular(fd, name)
+            record = _parse_record(data) if isinstance(data, bytes) else None
+            if record is None:
+                if not name.startswith("."):  # (a temp name: a record being written)
+                    left.append(f"{shown}: {data if isinstance(data, str) else 'not a run record'}; left alone")
+                continue
+            recorded.update(path for path, _ in record.folders)
+            if _alive(record.pid, record.start):
+                continue
+            if record.cgroup is not None:
+                if _cgroup_is_runs(*record.cgroup):
+                    cgroup = _cgroup.Cgroup(record.cgroup[0])
+                    killed += cgroup.kill(2.0)
+                    cgroup.remove(2.0)
+                else:
+                    left.append(f"{record.cgroup[0]}: not the cgroup the record names below clirace's own; left alone")
+            folder = record.folders[0][0]
+            killed += reap.end_marked(f"{record.pid}:{os.path.join(folder, '')}", prefix=True)
+            for path, identity in record.folders:
+                note = _remove_recorded(path, identity)
+                if note is None:
+                    removed.append(path)
+                elif note:
+                    left.append(note)
+            try:
+                os.unlink(name, dir_fd=fd)
+            except OSError:
+                pass
+    _remove_if_empty(os.path.join(base, RECORDS.format(uid=os.getuid())))
+
+
+def _read_regular(dir_fd: int, name: str) -> bytes | str:
+    """The content of a regular file (64 KiB at most), or why it is not read: a link, FIFO or device is never
+    opened for reading (O_NOFOLLOW, O_NONBLOCK, then checked)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        return f"not read ({'a symbolic link' if exc.errno == errno.ELOOP else exc.strerror})"
+    with safefs.closing_fd(fd):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file (a FIFO, device or folder)"
+        return os.read(fd, 64 * 1024)
+
+
+def _cgroup_is_runs(path: str, identity: str) -> bool:
+    """Whether `path` is the recorded cgroup, directly below the cgroup clirace makes its runs' in."""
+    mount, mine = _cgroup.v2_mount(), _cgroup.own()
+    if mount is None or mine is None:
+        return False
+    if os.path.dirname(path) != os.path.normpath(mount + "/" + mine) or \
+            not os.path.basename(path).startswith(RUN_PREFIX):
+        return False
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and f"{info.st_dev} {info.st_ino}" == identity
+
+
+def _remove_recorded(path: str, identity: str) -> str | None:
+    """Remove the folder at `path` if it is still the one recorded: None when removed, "" when it is gone
+    already, else why it was left alone. A link put in its place is removed, never followed."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}; left alone"
+    if stat.S_ISLNK(info.st_mode):
+        _unlink_quietly(path)
+        return f"{path}: a symbolic link stood where the run's folder was (removed, not followed)"
+    if not stat.S_ISDIR(info.st_mode) or f"{info.st_dev} {info.st_ino}" != identity:
+        return f"{path}: not the folder the run made (replaced since); left alone"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a private one is 0300
+    with safefs.closing_fd(fd):
+        os.chmod(f"/proc/self/fd/{fd}", 0o700)  # a private folder is not listable; chmod of the fd itself
+    shutil.rmtree(path, ignore_errors=True)
+    return None if not os.path.lexists(path) else f"{path}: could not be removed whole"
+
+
+def _note_unrecorded(base: str, removed: list, left: list, recorded: set) -> None:
+    """What is named like a run's folder under `base` but has no record: reported, left alone."""
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
     for entry in entries:
-        if not entry.name.startswith((RUN_PREFIX, "." + RUN_PREFIX)):
+        name = entry.name
+        if not name.startswith((RUN_PREFIX, "." + RUN_PREFIX)) or name == RECORDS.format(uid=os.getuid()):
+            continue
+        if entry.path in recorded or entry.path in removed:
             continue
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if info.st_uid != os.getuid():
-            continue
-        if stat.S_ISLNK(info.st_mode):  # a link a target put where a run folder of a dead clirace was
-            if entry.name.startswith(RUN_PREFIX) and not _alive(_pid_in(entry.name) or "", None):
-                _unlink_quietly(entry.path)
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            continue
-        if entry.name.startswith("."):  # a private folder: its run's owner is the pid in its name
-            if _alive(_pid_in(entry.name[1:]) or "", None):
+        if info.st_uid != os.getuid() or _alive(_pid_in(name.lstrip(".")) or "", None):
+            continue  # another user's, or a running clirace's
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                os.rmdir(entry.path)  # empty: a run killed before it made anything in it (or kept its record)
+                removed.append(entry.path)
                 continue
-            os.chmod(entry.path, 0o700)
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(entry.path)
-            continue
-        owner = _owner(entry.path, entry.name)
-        if owner.pid is None or owner.state not in ("running", "named") or _alive(owner.pid, owner.start):
-            continue
-        if owner.state == "named" and not owner.said_nothing and any(os.scandir(entry.path)):
-            continue  # no owner file: a run that ended (its folder kept), or one killed before its first sandbox
-        if owner.cgroup and os.path.basename(owner.cgroup) == entry.name:  # (the target can write the owner file)
-            killed += _cgroup.Cgroup(owner.cgroup).kill(2.0)
-            _cgroup.Cgroup(owner.cgroup).remove(2.0)
-        killed += reap.end_marked(f"{owner.pid}:{os.path.join(entry.path, '')}", prefix=True)
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.path)
-    for cgroup in _cgroup.leftovers(RUN_PREFIX):
-        if not _alive(_pid_in(os.path.basename(cgroup.path)) or "", None):
-            killed += cgroup.kill(2.0)
-            cgroup.remove(2.0)
-    killed += reap._kill_until_gone(_orphaned_marked, 2.0)
-    return {"killed": killed, "removed": removed}
+            except OSError:
+                pass
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else _KINDS.get(stat.S_IFMT(info.st_mode), "a file")
+        left.append(f"{entry.path}: {kind} named like a clirace run's, but no record says clirace made it; "
+                    "left alone")
+
+
+_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFREG: "a regular file",
+          stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 
 
 @dataclass

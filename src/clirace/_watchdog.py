@@ -1,6 +1,6 @@
 """The run's watchdog: a tiny process that outlives a SIGKILLed clirace and ends what that run started.
 
-    python -I -S _watchdog.py CLIRACE_PID WORKDIR WORKDIR_FD PRIVATE PRIVATE_FD CGROUP
+    python -I -S _watchdog.py CLIRACE_PID WORKDIR WORKDIR_FD PRIVATE PRIVATE_FD CGROUP RECORD
     (stdin: a pipe whose write end only clirace holds; the two fds: clirace's own, on the run's two folders)
 
 Run from its own file with the standard library only (no clirace import, no site packages: it starts in about
@@ -8,8 +8,9 @@ Run from its own file with the standard library only (no clirace import, no site
 then the watchdog exits. When stdin reaches end-of-file without that byte, clirace died without cleaning up
 (SIGKILL, a CI runner cancelling the job, the OOM killer): it kills the run's cgroup (every process of every trial,
 whatever it did to its session or environment), ends every process whose CLIRACE_TRIAL marker names the run
-(`PID:WORKDIR/...`), sweeping until none is left, and removes the run's folders when the owner file says the run
-was still running: found through the fds, wherever a target moved them.
+(`PID:WORKDIR/...`), sweeping until none is left, and removes the run's folders (the run folder unless clirace
+said "k": kept with --keep), found through the fds wherever a target moved them, whatever the owner file in the
+run folder says (a target can delete or rewrite it).
 Without a cgroup, processes that cleared their environment are out of its reach; `sandbox.sweep_leftovers` has
 the same limit.
 """
@@ -21,7 +22,6 @@ import sys
 import time
 
 MARKER = b"CLIRACE_TRIAL="
-OWNER = ".clirace-owner"
 
 
 def marked(prefix: bytes) -> list:
@@ -96,21 +96,8 @@ def remove_held(fd: int, named: str) -> None:
         pass
 
 
-def owner_says(folder_fd: int) -> list:
-    try:
-        fd = os.open(OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
-    except OSError:
-        return []
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
-        return os.read(fd, 4096).decode(errors="replace").split()
-    finally:
-        os.close(fd)
-
-
 def main() -> None:
-    pid, workdir, workdir_fd, private, private_fd, cgroup = sys.argv[1:7]
+    pid, workdir, workdir_fd, private, private_fd, cgroup, record = sys.argv[1:8]
     workdir = os.path.normpath(workdir)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for clirace's terminal is clirace's to handle
     said = b""
@@ -129,10 +116,17 @@ def main() -> None:
     if cgroup:
         kill_cgroup(cgroup)
     kill_until_gone(lambda: marked(MARKER + f"{pid}:{workdir}/".encode()))
-    owner = owner_says(int(workdir_fd))
-    if owner[:1] == [pid] and owner[2:3] == ["running"] and os.path.basename(workdir).startswith("clirace-"):
+    # The folders are the ones clirace made (the fds it passed on them), whatever the owner file in the run folder
+    # now says: a target may have deleted or rewritten it. Only a run kept with --keep ("k") keeps its folder.
+    if b"k" not in said:
         remove_held(int(workdir_fd), workdir)
-        remove_held(int(private_fd), private)
+    remove_held(int(private_fd), private)
+    if record:  # the run's record (_leftovers.RECORDS): the run is over, nothing is left for a sweep
+        try:
+            os.unlink(record)
+            os.rmdir(os.path.dirname(record))  # the last one, unless another run keeps one there
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import dataclasses
 import random
 import shlex
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,7 +129,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
 def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted: set[str]) -> None:
     """Stages 3-4: every wanted scenario, in order, its records added to `history` as each trial ends."""
     sigint_before = _children_get_default_sigint()
-    sweep_leftovers()  # what an earlier clirace, killed, left running or on disk
+    for note in sweep_leftovers()["left"]:  # what an earlier clirace, killed, left running or on disk
+        print(f"clirace: start-up sweep: {note}", file=sys.stderr)
     workdir = ctx.workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
     how, note = isolation(workdir)
     history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)

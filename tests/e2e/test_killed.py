@@ -93,16 +93,18 @@ def test_the_next_run_sweeps_what_the_watchdog_could_not(no_leftovers):
 
 
 @pytest.mark.timeout(20)
-def test_sweep_spares_live_and_finished_runs(tmp_path):
+def test_the_sweep_spares_what_no_record_says_clirace_made_and_says_so(tmp_path):
+    """Owner files and names are not evidence (a target or another user can make them): without a run record,
+    nothing is acted on but an empty folder, and each is named in the sweep's notes."""
     from clirace._leftovers import OWNER, _start_time
     me, start = os.getpid(), _start_time(os.getpid())
     folders = {
         "clirace-live": f"{me} {start} running",  # this process: alive
-        "clirace-killed": f"{me} 1 running",  # same pid, another start time: a killed run whose pid was reused
+        "clirace-killed": f"{me} 1 running",  # an owner file that says a dead run: no record, so not trusted
         "clirace-1-abcdef": None,  # no owner file: pid 1 from the name, alive
         "clirace-999999999-kept": "",  # no owner file, not empty: a run that ended, kept with --keep
-        "clirace-999999999-empty": None,  # no owner file, empty: killed before its first sandbox
-        "clirace-999999999-said-nothing": "",  # an empty owner file (killed while writing it), sandboxes in it
+        "clirace-999999999-empty": None,  # no owner file, empty: removing it changes nothing else
+        "clirace-999999999-said-nothing": "",  # an empty owner file, sandboxes in it
         "other-folder": f"{me} 1 running",  # not a clirace run folder
     }
     for name, owner in folders.items():
@@ -112,15 +114,87 @@ def test_sweep_spares_live_and_finished_runs(tmp_path):
         elif owner == "":
             (tmp_path / name / "counter-x").mkdir()
     (tmp_path / "clirace-999999999-said-nothing" / OWNER).write_text("")
-    (tmp_path / ".clirace-999999999-gone.0123").mkdir(mode=0o300)  # a dead run's private folder, not listable
+    (tmp_path / ".clirace-999999999-gone.0123").mkdir(mode=0o300)  # empty, not listable
     (tmp_path / ".clirace-1-live.0123").mkdir(mode=0o300)  # pid 1's: alive
-    (tmp_path / "clirace-999999999-planted").symlink_to(tmp_path / "other-folder")  # where a run folder was
+    (tmp_path / "clirace-999999999-planted").symlink_to(tmp_path / "other-folder")
     swept = sweep_leftovers(tmp_path)
     assert sorted(swept["removed"]) == [str(tmp_path / name) for name in (
-        ".clirace-999999999-gone.0123", "clirace-999999999-empty", "clirace-999999999-said-nothing", "clirace-killed")]
-    assert sorted(os.listdir(tmp_path)) == [".clirace-1-live.0123", "clirace-1-abcdef", "clirace-999999999-kept",
-                                            "clirace-live", "other-folder"]
+        ".clirace-999999999-gone.0123", "clirace-999999999-empty")]
+    assert sorted(os.listdir(tmp_path)) == [
+        ".clirace-1-live.0123", "clirace-1-abcdef", "clirace-999999999-kept", "clirace-999999999-planted",
+        "clirace-999999999-said-nothing", "clirace-killed", "clirace-live", "other-folder"]
+    noted = " ".join(swept["left"])
+    for name in ("clirace-killed", "clirace-live", "clirace-999999999-said-nothing", "clirace-999999999-planted"):
+        assert f"{tmp_path / name}: " in noted, noted
 
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_forged_run_folder_with_owner_file_cgroup_link_and_fifo_is_left_alone(tmp_path):
+    """Issue 24: a folder in TMPDIR named like a dead run's, whose owner file names itself as the run's cgroup,
+    lists a victim (a `sleep` this test started) in its cgroup.procs and has a link to a canary as cgroup.kill;
+    beside it, a run folder whose owner file is a FIFO, and a FIFO named like a run folder. The next run's sweep
+    kills nothing, writes nothing, opens no FIFO, and says what it left alone."""
+    tmpdir, canary = tmp_path / "tmp", tmp_path / "canary"
+    tmpdir.mkdir()
+    canary.write_text("the user's file\n")
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        forged = tmpdir / "clirace-999999999-forged"
+        forged.mkdir()
+        (forged / ".clirace-owner").write_text(f"999999999 1 running\nprivate {tmpdir}/.x\ncgroup {forged}\n")
+        (forged / "cgroup.procs").write_text(f"{victim.pid}\n")
+        (forged / "cgroup.events").write_text("populated 1\n")
+        (forged / "cgroup.kill").symlink_to(canary)
+        fifo_owner = tmpdir / "clirace-999999998-fifo"
+        fifo_owner.mkdir()
+        os.mkfifo(fifo_owner / ".clirace-owner")
+        os.mkfifo(tmpdir / "clirace-999999997-x")
+        fifo_cgroup = tmpdir / "clirace-999999996-cgroup"  # its "cgroup" has a FIFO for a list of processes
+        fifo_cgroup.mkdir()
+        (fifo_cgroup / ".clirace-owner").write_text(f"999999996 1 running\nprivate {tmpdir}/.y\ncgroup {fifo_cgroup}\n")
+        os.mkfifo(fifo_cgroup / "cgroup.procs")
+        swept = sweep_leftovers(tmpdir)
+        assert victim.poll() is None, "the sweep killed a process clirace never started"
+        assert canary.read_text() == "the user's file\n"
+        assert sorted(os.listdir(tmpdir)) == ["clirace-999999996-cgroup", "clirace-999999997-x",
+                                              "clirace-999999998-fifo", "clirace-999999999-forged"]
+        assert victim.pid not in swept["killed"] and swept["removed"] == []
+        noted = " ".join(swept["left"])
+        assert all(f"{tmpdir / name}: " in noted for name in os.listdir(tmpdir)), noted
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("owner, watchdog", [("deleted", "alive"), ("rewritten", "alive"), ("deleted", "killed"),
+                                             ("rewritten", "killed")])
+def test_a_run_whose_owner_file_was_deleted_or_rewritten_is_still_removed(owner, watchdog, no_leftovers):
+    """Issue 24: the target deletes the run folder's owner file (or rewrites it to name pid 1 with its real start
+    time), then clirace is SIGKILLed: its watchdog removes the run's folders all the same, or, killed too, the
+    next run's sweep does, by the run's record."""
+    from clirace._leftovers import OWNER, _start_time
+    proc = start_clirace(no_leftovers)
+    try:
+        wait_for(lambda: setup_and_daemon(no_leftovers), 30, "setup and its daemon")
+        (folder,) = run_folders(no_leftovers)
+        path = no_leftovers.tmpdir / folder / OWNER
+        if owner == "deleted":
+            path.unlink()
+        else:
+            path.write_text(f"1 {_start_time(1)} running\nprivate /\ncgroup /\n")
+        if watchdog == "killed":
+            for pid in with_cmdline(f"_watchdog.py {proc.pid} "):
+                os.kill(pid, signal.SIGKILL)
+    finally:
+        kill_clirace(proc)
+    if watchdog == "alive":
+        wait_for(lambda: not run_folders(no_leftovers), 10, "the watchdog to remove the run folder")
+    sweep_leftovers(no_leftovers.tmpdir)  # what the next run does first
+    assert no_leftovers.leftovers(timeout=2.0) == []
+    assert os.listdir(no_leftovers.tmpdir) == []
 
 
 def of_the_run(scope) -> list[str]:
