@@ -477,6 +477,9 @@ class Environment:
     # own per trial) or "marker" (the environment marker, the child subreaper and the watchdog only); "" before.
     isolation: str = ""
     isolation_note: str = ""  # the run's cgroup, or why it has none
+    # Wall seconds each stage took ("reference", "workloads", "lock-conflict+lock-wait+lock-release" when side by
+    # side, ...): where a check's time goes (benchmarks/cost.py), never read by a check.
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
 T = TypeVar("T", bound=Trial)

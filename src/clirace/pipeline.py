@@ -137,6 +137,7 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
         if ctx.services is not None:
             ctx.services.fill_template(workdir)
         for stage in _stages(wanted):
+            stage_started = time.monotonic()
             shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
             if shared:
                 ctx.say(f"{', '.join(stage)}: one after another ({shared})")
@@ -145,6 +146,7 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
                     _guarded(name)(ctx)
             else:
                 ctx.side_by_side(*map(_guarded, stage))
+            history.environment.stage_seconds["+".join(stage)] = round(time.monotonic() - stage_started, 3)
             if stage == (registry.REFERENCE,):
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
