@@ -24,6 +24,7 @@ from .checks._plan import gaps
 from .errors import InternalError, SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound
+from .launch import allow_width
 from .rubric import Criterion, Score, criteria, load_section, score
 from ._leftovers import isolation
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
@@ -90,6 +91,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
+    allow_width(parallel)
     wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
