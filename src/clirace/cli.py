@@ -50,9 +50,10 @@ def check(
     rate: Optional[float] = typer.Option(None, "--rate", metavar="R", help="See --confidence (e.g. 0.1: 44 rounds at 0.99)."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=2**63 - 1, help="Seed for every random choice; printed with the result."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, max=100, help="Parallel rounds per workload (default: [tool.clirace] rounds, the spec's, else 3)."),
-    parallel: Optional[int] = typer.Option(None, "--parallel", min=2, max=64, help="Invocations per round (default: the spec's, else 8)."),
+    parallel: Optional[int] = typer.Option(None, "--parallel", min=2, max=256, help="Invocations per round (default: the spec's, else 8)."),
     budget: Optional[float] = typer.Option(None, "--budget", min=1, max=3600, metavar="SECONDS", help="After the spec's rounds, keep adding rounds (at a rendezvous, or amplified) until this many seconds have gone on them, shared among the workloads: more rounds, a smaller detection bound."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this check (repeatable); see `clirace checks`."),
+    shard: Optional[str] = typer.Option(None, "--shard", metavar="K/N", help="Run the K-th of N shares of the check (with the same --seed on every machine); join the shards' --history files with `clirace judge H1 H2 ...`."),
     keep: bool = typer.Option(False, "--keep", help="Keep the sandboxes and print where they are."),
     no_strace: bool = typer.Option(False, "--no-strace", help="Do not use strace (file observation, crash injection)."),
     history: Optional[Path] = typer.Option(None, "--history", help="Save the run's history here (re-judge with `clirace judge`); with several specs, a directory."),
@@ -84,6 +85,17 @@ def check(
         if resolved is None:
             raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(registry.EXPERIMENTS)}.")
         checks.append(resolved)
+    shard_of = None
+    if shard is not None:
+        from . import shards
+        shard_of = shards.parse(shard)
+        if budget is not None:
+            raise errors.UsageError("--budget and --shard do not go together: a budget's rounds depend on each "
+                                    "machine's speed, so the shards would not divide one plan.",
+                                    hint="Give the rounds instead: --rounds N (or --confidence C --rate R).")
+        if seed is None:
+            raise errors.UsageError("--shard needs --seed: every shard must make the same choices.",
+                                    hint="e.g. --seed 42 --shard 1/2 on one machine and --seed 42 --shard 2/2 on another.")
     if (confidence is None) != (rate is None):
         raise errors.UsageError("--confidence and --rate go together.", hint="e.g. --confidence 0.99 --rate 0.1.")
     if baseline is not None and len(paths) > 1:
@@ -96,7 +108,8 @@ def check(
         old = load(baseline) if baseline is not None else None
     outputs = _outputs(format, output, report, history, color)
     opts = Options(seed=seed, rounds=rounds, parallel=parallel, budget=budget, only=tuple(checks), keep=keep,
-                   strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate)
+                   strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate,
+                   shard=shard_of)
     adopt_orphans()  # this process is clirace's own: it may adopt (and end) what its targets orphan
     with Signals() as signals, _pinned(outputs, paths) as pinned:
         items = check_each(paths, opts, needed, lambda done: _emit(done, outputs, pinned), quiet=quiet, keep=keep,
@@ -132,7 +145,7 @@ def _exit_code(items, judged: bool = False) -> int:
 
 @app.command()
 def judge(
-    history: Path = typer.Argument(..., help="A history saved by `clirace check --history`."),
+    histories: List[Path] = typer.Argument(..., metavar="HISTORY...", help="A history saved by `clirace check --history`, or the histories of every shard of one check (`--shard K/N`), joined into one verdict."),
     format: Format = typer.Option("text", "--format", "-f", help=FORMAT_HELP),
     min_score: Optional[int] = typer.Option(None, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
     exit_zero: bool = typer.Option(False, "--exit-zero", help=EXIT_ZERO_HELP),
@@ -152,15 +165,17 @@ def judge(
     min_score = min_score if min_score is not None else settings.min_score or 0
     old = load(baseline) if baseline is not None else None
     outputs = _outputs(format, output, report, None, color)
-    with _pinned(outputs, [history]) as pinned:
+    from .shards import merge
+
+    with _pinned(outputs, list(histories)) as pinned:
         try:
-            item = judge_history(History.load(history))
+            item = judge_history(merge([History.load(h) for h in histories], [str(h) for h in histories]))
             _gate(item, min_score, exit_zero, old)
         except errors.HistoryError as exc:
             if not outputs.paths() and outputs.format == "text":
                 raise
             print(f"clirace: {exc.paragraph()}", file=sys.stderr)
-            item = Failed(str(history), exc)
+            item = Failed(str(histories[0]), exc)
         _emit([item], outputs, pinned)
     raise typer.Exit(_exit_code([item], judged=True))
 

@@ -468,6 +468,9 @@ class RunOptions:
     # with probability >= C (`rounds` holds the number run, so the replay repeats it); C also words the bounds.
     confidence: float | None = None
     rate: float | None = None
+    # --shard K/N: this run did the K-th of N shares of the plan (merge.py joins the shards' histories into one
+    # with "" here); what the other shards do is missing from this history alone, so it judges undecided.
+    shard: str = ""
 
 
 @dataclass(frozen=True)
@@ -481,6 +484,13 @@ class Environment:
     # own per trial) or "marker" (the environment marker, the child subreaper and the watchdog only); "" before.
     isolation: str = ""
     isolation_note: str = ""  # the run's cgroup, or why it has none
+    # Wall seconds each stage took ("reference", "workloads", "lock-conflict+lock-wait+lock-release" when side by
+    # side, ...): where a check's time goes (benchmarks/cost.py), never read by a check.
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    # What was checked, so that shards of different specs or tools are never merged: the spec file's bytes and
+    # the tool's own files (tool.command's program and the files it names), hashed ("" when unreadable).
+    spec_sha256: str = ""
+    tool_sha256: str = ""
 
 
 T = TypeVar("T", bound=Trial)

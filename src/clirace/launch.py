@@ -48,6 +48,29 @@ WRAPPER_SAID_CAP = 4096  # bytes of strace's own messages kept in the invocation
 _ids = itertools.count(1)
 
 
+FDS_PER_INVOCATION = 8  # a generous bound: stdout and stderr pipes, the barrier pipe, a memfd for strace's messages
+FDS_BESIDE_ROUNDS = 256  # clirace's own: imports, the run folder, servers, the watchdog's pipe
+
+
+def allow_width(parallel: int) -> None:
+    """Make room for `parallel` invocations at once: raise the soft limit on open files up to the hard one, or
+    refuse the width in words the user can act on (a UsageError, exit 2) before anything runs."""
+    import resource
+
+    from .errors import UsageError
+
+    need = parallel * FDS_PER_INVOCATION + FDS_BESIDE_ROUNDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise UsageError(
+                f"{parallel} invocations at once need about {need} open files, and this machine allows this "
+                f"process {hard} (the hard limit of `ulimit -n`).", where="--parallel",
+                hint=f"Lower --parallel to {max(2, (hard - FDS_BESIDE_ROUNDS) // FDS_PER_INVOCATION)} or less, or "
+                     "raise the hard limit (limits.conf, systemd's LimitNOFILE, `ulimit -Hn` as root).")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
 def strace_apart(wrap) -> tuple[list[str], int | None]:
     """`wrap`, an strace prefix ending in "--", with strace's stderr sent to a log of its own, and an fd on that
     log (the caller closes it); any other wrap unchanged, with None.

@@ -63,9 +63,13 @@ def amplify_prefix(out_prefix: Path, delay_ms: int) -> list[str]:
     (state read, result not yet saved) long enough for the others to read the same stale state; and an
     in-place writer's file stays truncated meanwhile. Reads and opens are left alone: the interpreter's own
     imports would soak up the delay and spread the starts instead of widening the window.
+
+    --seccomp-bpf stops each process only at the calls traced, not at every call: the delays still land (strace
+    6.1 injects delays from a seccomp stop; only signal injection needs every stop, stopper.py), and a traced
+    round costs about a third less CPU (8.4 s against 5.8 s of CPU for ten `counter incr` of the level-3 tool).
     """
     writes = f"{WRITE_CALLS},{RENAME_CALLS}"
-    return [strace_path(), "-ff", "-qq", "-y", "-ttt", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
+    return [strace_path(), "-ff", "-qq", "-y", "-ttt", "--seccomp-bpf", "-s", "4096", "-e", "signal=none", "-e", f"trace={FILE_CALLS},{WRITE_CALLS}",
             "-e", f"inject={writes}:delay_enter={delay_ms * 1000}", "-o", str(out_prefix), "--"]
 
 

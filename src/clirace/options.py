@@ -18,3 +18,4 @@ class Options:
     allow_outside_sandbox: bool = False
     confidence: float | None = None  # --confidence/--rate, recorded with the rounds they asked for
     rate: float | None = None
+    shard: tuple[int, int] | None = None  # (K, N) of --shard K/N: this run does the K-th of N shares of the work

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, observe, registry, services
+from . import __version__, observe, registry, services, shards
 from .options import Options  # noqa: F401 - re-exported: the options of a run
 from .plan import plan
 from .checks import reference
@@ -25,6 +25,7 @@ from .checks._plan import gaps
 from .errors import InternalError, SpecError
 from .findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from .history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound
+from .launch import allow_width
 from .rubric import Criterion, Score, criteria, load_section, score
 from ._leftovers import isolation
 from .sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
@@ -66,6 +67,8 @@ class Result:
             parts.append("--no-strace")
         if opts.allow_outside_sandbox:
             parts.append("--allow-outside-sandbox")
+        if opts.shard:
+            parts += ["--shard", opts.shard]
         for name in (check,) if check else opts.only:
             parts += ["--only", name]
         return " ".join(parts)
@@ -91,15 +94,16 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
+    allow_width(parallel)
     wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
                            only=options.only,
                            strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox,
-                           confidence=options.confidence, rate=options.rate),
+                           confidence=options.confidence, rate=options.rate, shard=shards.label(options.shard)),
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
-                                parallel=parallel),
+                                parallel=parallel, **_fingerprints(spec)),
         plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
@@ -116,7 +120,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
         _launch(spec, options, history, Context(spec, seed, Path(), rounds=rounds, parallel=parallel,
                                                 budget=options.budget, keep=options.keep, strace=usable,
                                                 strace_note=why, progress=say, only=options.only,
-                                                trials=history.trials), wanted)
+                                                trials=history.trials, shard=options.shard), wanted)
     except BaseException as exc:
         history.stopped = _stopped_by(exc, step[0])
         raise
@@ -138,7 +142,8 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
         ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
         if ctx.services is not None:
             ctx.services.fill_template(workdir)
-        for stage in _stages(wanted):
+        for stage in _stages(wanted, ctx.shard):
+            stage_started = time.monotonic()
             shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
             if shared:
                 ctx.say(f"{', '.join(stage)}: one after another ({shared})")
@@ -147,6 +152,7 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
                     _guarded(name)(ctx)
             else:
                 ctx.side_by_side(*map(_guarded, stage))
+            history.environment.stage_seconds["+".join(stage)] = round(time.monotonic() - stage_started, 3)
             if stage == (registry.REFERENCE,):
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
@@ -161,15 +167,25 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
         history.not_removed = tuple(dict.fromkeys(not_removed))
 
 
-def _stages(wanted: set[str]) -> list[tuple[str, ...]]:
-    """The wanted scenarios in run order, those of SIDE_BY_SIDE that follow each other grouped to run at once."""
+def _stages(wanted: set[str], shard: tuple[int, int] | None = None) -> list[tuple[str, ...]]:
+    """The wanted scenarios in run order, those of SIDE_BY_SIDE that follow each other grouped to run at once.
+    With --shard K/N: the reference and the workloads' stages in every shard (the oracle, and the rounds each
+    shard divides among its own), every N-th of the others."""
     stages: list[tuple[str, ...]] = []
     for name in (n for n in SCENARIOS if n in wanted):
         if stages and name in SIDE_BY_SIDE and stages[-1][-1] in SIDE_BY_SIDE:
             stages[-1] += (name,)
         else:
             stages.append((name,))
-    return stages
+    everywhere = [s for s in stages if s in ((registry.REFERENCE,), ("workloads",))]
+    shared_out = [s for s in stages if s not in everywhere]
+    return [s for s in stages if s in everywhere or shards.owns(shard, shared_out.index(s))]
+
+
+def _fingerprints(spec: Spec) -> dict[str, str]:
+    spec_sha256, tool_sha256 = shards.fingerprints(Path(spec.path), tuple(spec.command), spec.spec_dir,
+                                                   spec.env.get("PATH"))
+    return {"spec_sha256": spec_sha256, "tool_sha256": tool_sha256}
 
 
 def _stopped_by(exc: BaseException, step: str) -> str:

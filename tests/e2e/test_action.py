@@ -42,3 +42,58 @@ def test_the_check_step_of_the_action_as_the_workflow_runs_it(tmp_path):
     sarif = json.loads((workspace / inputs["sarif-file"]).read_text())
     assert sarif["runs"][0]["properties"]["score"] == 1
     assert json.loads((workspace / "clirace-history.json").read_text())["options"]["rounds"] == 2
+
+
+SHARDS = yaml.safe_load((ROOT / "tests" / "data" / "workflows" / "clirace-shards.yml").read_text())
+
+
+def _result(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    rates = {name: verdict["rates"] for name, verdict in data["checks"].items() if verdict.get("rates")}
+    return {"score": data["score"], "corruption": data["corruption"], "rates": rates,
+            "criteria": [(c["id"], c["status"]) for c in data["criteria"]],
+            "findings": sorted(f["code"] for f in data["findings"])}
+
+
+@pytest.mark.timeout(900)
+def test_a_check_sharded_over_the_matrix_and_joined_is_the_check_run_whole(tmp_path):
+    """The matrix example, run as GitHub would: each shard's step at once (as a matrix does), then the join
+    job's step. Two shards of a 40-round check, joined, give the same findings, criteria and bound as one
+    40-round run of the same seed."""
+    step = next(s for s in ACTION["runs"]["steps"] if s.get("id") == "check")
+    given = next(s for s in SHARDS["jobs"]["shard"]["steps"] if s.get("uses") == "./")["with"]
+    workspace = tmp_path / "workspace"
+    (workspace / "fixtures").mkdir(parents=True)
+    (workspace / "fixtures" / "loop").symlink_to(ROOT / "fixtures" / "loop")
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    running = []
+    for shard in SHARDS["jobs"]["shard"]["strategy"]["matrix"]["shard"]:
+        inputs = {name: str(given.get(name, spec.get("default", ""))).replace("${{ matrix.shard }}", str(shard))
+                  for name, spec in ACTION["inputs"].items()}
+        env = {key: inputs[value.replace("${{ inputs.", "").replace(" }}", "")] for key, value in step["env"].items()}
+        env["CLIRACE_SARIF"] = f"clirace-{shard}.sarif"
+        (tmp_path / f"out-{shard}").write_text("")
+        running.append(subprocess.Popen(
+            ["bash", "-e", "-c", step["run"]], cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, **env, "PATH": path, "GITHUB_STEP_SUMMARY": str(tmp_path / f"s-{shard}"),
+                            "GITHUB_OUTPUT": str(tmp_path / f"out-{shard}")}))
+    for proc in running:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    judge = next(s for s in SHARDS["jobs"]["verdict"]["steps"] if s.get("id") == "judge")
+    joined = subprocess.run(["bash", "-e", "-c", judge["run"]], cwd=workspace, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PATH": path,
+                                              "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
+    assert joined.returncode == 0, joined.stderr
+    whole = subprocess.run(["clirace", "check", "fixtures/loop/fixed.clirace.yaml", "--seed", "42", "--rounds", "40",
+                            "--parallel", "2", "-q", "--format", "json", "-o", "whole.json"],
+                           cwd=workspace, capture_output=True, text=True, timeout=600, env={**os.environ, "PATH": path})
+    assert whole.returncode == 0, whole.stderr
+    merged, single = _result(workspace / "clirace.json"), _result(workspace / "whole.json")
+    assert merged == single
+    assert merged["rates"]["keys"]["rounds"] == 40 and merged["score"] == 1 and not merged["corruption"]
+    for shard in (1, 2):  # alone, each shard says the other's rounds are missing, never passed
+        alone = json.loads(subprocess.run(["clirace", "judge", f"clirace-history-{shard}.json", "--exit-zero",
+                                           "--format", "json"], cwd=workspace, capture_output=True, text=True,
+                                          timeout=120, env={**os.environ, "PATH": path}).stdout)
+        assert dict((c["id"], c["status"]) for c in alone["criteria"])["no-silent-corruption"] == "not_tested"

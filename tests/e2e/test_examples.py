@@ -130,3 +130,48 @@ def test_psql_gets_1_waiting_without_end_on_a_row_lock():
     assert statuses["lock-released-on-exit"] == "not_tested", statuses  # clirace holds the row itself (take)
     (timed_out,) = [f for f in result["findings"] if f["code"] == "CR402"]
     assert "canceling statement due to lock timeout" in timed_out["message"], timed_out
+
+
+# Four more real tools, in four languages, their truth established by hand before the spec was written (each
+# spec's header says how): Go, C, Node and C++.
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone is not installed")
+def test_rclone_config_create_in_go_gets_0_for_lost_remotes():
+    result, statuses = check_example("rclone-config", timeout=230)
+    assert result["score"] == 0 and result["corruption"] is True, statuses
+    lost = [f for f in result["findings"] if f["code"] == "CR111"]
+    assert lost and all(i["outcome"] == "exit 0" for f in lost for i in f["evidence"]["invocations"]), lost
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(shutil.which("htpasswd") is None, reason="htpasswd (apache2-utils) is not installed")
+def test_htpasswd_in_c_gets_0_and_loses_even_the_users_from_before_the_round():
+    result, statuses = check_example("htpasswd", timeout=230)
+    assert result["score"] == 0 and result["corruption"] is True, statuses
+    codes = {f["code"] for f in result["findings"]}
+    assert "CR111" in codes, codes
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_npm_pkg_set_in_node_gets_0_for_lost_fields():
+    result, statuses = check_example("npm-pkg", timeout=290)
+    assert result["score"] == 0 and result["corruption"] is True, statuses
+    assert "CR111" in {f["code"] for f in result["findings"]}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(shutil.which("task") is None, reason="taskwarrior is not installed")
+def test_taskwarrior_in_cpp_loses_nothing_and_gets_1_for_waiting_without_end():
+    # `task add` takes an fcntl lock on pending.data and waits for it without end: nothing is lost, the lock
+    # excludes (the contender is blocked in its lock call), and the conflict gets no answer at all (CR207).
+    result, statuses = check_example("taskwarrior", timeout=230)
+    assert result["score"] == 1 and result["corruption"] is False, statuses
+    assert statuses["no-silent-corruption"] == "pass" and statuses["lock-excludes"] == "pass", statuses
+    assert statuses["lock-error-structured"] == "fail", statuses
+    assert "CR207" in {f["code"] for f in result["findings"]}

@@ -85,8 +85,8 @@ CASES = [
     ("program_not_executable.yaml", 4, "not_executable.sh', which is not executable"),
     ("cwd_absolute_nonexistent.yaml", 4, "'/nonexistent/clirace/workdir', which does not exist"),
     # counts and durations
-    ("parallel_zero.yaml", 4, "parallel is the number 0; expected a whole number from 2 to 64"),
-    ("parallel_ten_thousand.yaml", 4, "parallel is the number 10000; expected a whole number from 2 to 64"),
+    ("parallel_zero.yaml", 4, "parallel is the number 0; expected a whole number from 2 to 256"),
+    ("parallel_ten_thousand.yaml", 4, "parallel is the number 10000; expected a whole number from 2 to 256"),
     ("rounds_negative.yaml", 4, "rounds is the number -1; expected a whole number from 1 to 100"),
     ("timeout_absurd.yaml", 4, "at most 600s"),
     ("timeout_in_words.yaml", 4, "did you mean '600s'"),

@@ -150,3 +150,21 @@ def test_a_bad_spec_among_several_gives_one_result_each_and_exit_2(monkeypatch, 
                             "--format", "json", "-q")
     data = json.loads(out)
     assert code == 2 and isinstance(data, list) and len(data) == 2 and all("error" in d for d in data)
+
+
+def test_a_width_the_machine_cannot_open_files_for_is_refused_before_anything_runs(tmp_path):
+    """--parallel 256 needs about 2,300 open files: with a hard limit of 512 the run is refused (exit 2) with the
+    limit, the width that fits and how to raise it, and no target is started (its setup would leave a file)."""
+    marker = tmp_path / "started"
+    spec = tmp_path / "tool.clirace.yaml"
+    spec.write_text("version: 1\ntool: {command: [sh, -c, 'touch %s; echo 1', sh]}\nworkloads:\n"
+                    "  - {kind: counter, run: [incr], read: [get]}\n" % marker)
+    lower_then_run = ("import resource, sys; from clirace.cli import main; "
+                      "resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)); sys.argv = ['clirace'] + sys.argv[1:]; "
+                      "main()")
+    proc = subprocess.run([sys.executable, "-c", lower_then_run, "check", str(spec), "--parallel", "256"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "256 invocations at once need about 2304 open files" in proc.stderr
+    assert "allows this process 512" in proc.stderr and "Lower --parallel to 32" in proc.stderr
+    assert "Traceback" not in proc.stderr and not marker.exists()

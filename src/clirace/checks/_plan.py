@@ -105,6 +105,9 @@ def _why(history: History, declined: list[NotRun], mine: list[Trial]) -> str:
         return f"the run was {history.stopped}"
     if any(t.failure is Failure.INTERRUPTED for t in mine):
         return "interrupted before the trial finished"
+    if history.options.shard:
+        return (f"left to the other shards: this history is shard {history.options.shard}; judge it with theirs, "
+                "`clirace judge H1 H2 ...`")
     return "the history holds no record of it, and no reason: a bug in clirace, please report it"
 
 
@@ -117,8 +120,10 @@ def held_to_plan(verdict: Verdict, history: History, all_gaps: list[Gap] | None 
     if not mine:
         return verdict
     return Verdict(verdict.check, UNKNOWN, f"could not decide: {mine[0].message()}", verdict.findings,
-                   hint=RERUN_HINT if history.stopped else BUG_HINT, rates=verdict.rates)
+                   hint=RERUN_HINT if history.stopped else SHARD_HINT if history.options.shard else BUG_HINT,
+                   rates=verdict.rates)
 
 
 RERUN_HINT = "Run the check to its end: the history lists what was planned and what ran."
+SHARD_HINT = "Judge every shard's history together: `clirace judge H1 H2 ...` (one per --shard K/N)."
 BUG_HINT = "An experiment ended without its records: this is a bug in clirace, please report it with the spec."

@@ -62,6 +62,7 @@ class Context:
     strace_note: str = ""
     progress: Callable[[str], None] | None = None
     only: tuple[str, ...] = ()  # check ids asked for with --only (empty: all)
+    shard: tuple[int, int] | None = None  # --shard K/N: the rounds this run does (shards.owns)
     trials: list[Trial] = field(default_factory=list)  # the history's own list: an interrupted run keeps them
     earlier: list[Trial] = field(default_factory=list)  # the records before a side-by-side stage began
     sweeping: bool = True  # end adopted orphans as each trial ends (off while trials run side by side)

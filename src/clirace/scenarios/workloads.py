@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import observe, safefs
+from .. import observe, safefs, shards
 from ..history import (ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous,
                        WorkloadRound)
 from ..locking import CALLS as LOCK_CALLS
@@ -53,6 +53,13 @@ def run(ctx: Context) -> None:
                 if time.monotonic() >= extra_until:
                     break
             amplified = ctx.strace and round_ > 0
+            mine = shards.owns(ctx.shard, round_)
+            # Another shard's round is skipped, except the first traced one while this shard has rounds at a
+            # rendezvous still to run: it shows where to stop them, and is dropped once it has (its shard keeps it).
+            teaches = amplified or ctx.services is not None  # a trace or the server's log shows where to stop
+            later = any(shards.owns(ctx.shard, r) for r in range(round_ + 1, ctx.rounds))
+            if not mine and not (teaches and later and target is None and in_server is None):
+                continue
             meet = target if amplified and round_ > 1 and rendezvous_usable() else None
             at_server = in_server if round_ > 0 and meet is None else None
             how = " (at a rendezvous)" if meet or at_server else " (amplified)" if amplified else ""
@@ -66,6 +73,8 @@ def run(ctx: Context) -> None:
                 target = aim(done) or target
             if isinstance(done, WorkloadRound) and done.server_ops and not done.error:
                 in_server = server_aim(done) or in_server
+            if not mine:
+                ctx.trials.remove(done)
 
 
 class Serial:
