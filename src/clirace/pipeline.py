@@ -90,7 +90,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
-    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
+    never_waits = spec.lock is not None and spec.lock.never_waits
+    wanted = registry.scenarios_for(options.only, never_waits) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,

@@ -84,8 +84,12 @@ def replayed_by(check: str, trial: str) -> str | None:
     return MAKES_TRIAL.get(trial.split(":", 1)[0])
 
 
-def scenarios_for(only: tuple[str, ...]) -> set[str]:
+def scenarios_for(only: tuple[str, ...], never_waits: bool = False) -> set[str]:
+    """The scenarios a run of the checks `only` needs. A tool that never waits (lock.never_waits) has its lock
+    timeout judged on the lock-conflict experiment's contender: `--only lock-wait-timeout` must run that one."""
     chosen = {EXPERIMENTS[c].scenario for c in only} if only else {e.scenario for e in EXPERIMENTS.values()}
+    if never_waits and "lock-wait-timeout" in only:
+        chosen.add(EXPERIMENTS["lock-excludes"].scenario)
     return chosen | {REFERENCE}
 
 

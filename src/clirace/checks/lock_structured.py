@@ -5,7 +5,7 @@ from ..findings import FAIL, PASS, UNKNOWN, Verdict
 from ..history import History
 from ..lockerror import advisories, printed_error, succeeded
 from ._common import cut_short, finding
-from ._lock import again, asked, conflict_trial, contender_state, lost_labels, silent_losses, window
+from ._lock import UNHELD_HINT, again, asked, conflict_trial, contender_state, lost_labels, silent_losses, unheld, window
 
 ID = "lock-error-structured"
 
@@ -17,6 +17,8 @@ def check(history: History) -> Verdict:
     state = contender_state(trial)
     contender = trial.invocation("contender")
     assert contender is not None
+    if (why := unheld(trial)) is not None:
+        return Verdict(ID, UNKNOWN, why, hint=UNHELD_HINT)
     labels = ["holder", "contender"]
     if state == "waiting":
         f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting" + again(history),

@@ -8,7 +8,7 @@ from ..lockerror import printed_error
 from ..vocab import EventKind
 from ..timing import wait_bounds
 from ._common import cut_short, finding, not_run_verdict
-from ._lock import conflict_trial, contender_state, holder_gone, lost_labels, silent_losses
+from ._lock import UNHELD_HINT, conflict_trial, contender_state, holder_gone, lost_labels, silent_losses, unheld
 
 ID = "lock-wait-timeout"
 
@@ -20,6 +20,8 @@ def _never_waits(history: History) -> Verdict:
         return trial
     contender = trial.invocation("contender")
     assert contender is not None
+    if (why := unheld(trial)) is not None:
+        return Verdict(ID, UNKNOWN, why, hint=UNHELD_HINT)
     labels = ["holder", "contender"]
     if contender_state(trial) != "exited" or contender.ok:
         f = finding("CR405", trial, labels, "a prompt, structured LOCK_HELD error", contender.ending(),
