@@ -82,13 +82,14 @@ def _judged(trial: LockWait) -> Verdict:
     elapsed_ms = int(inv.duration * 1000)
     common = dict(option=trial.option, elapsed_ms=elapsed_ms, wait_ms=trial.wait_ms, margin_ms=margin_ms)
     labels = ["holder", "contender"]
+    if holder_gone(trial):  # only a contender that ran while the lock was provably held is judged
+        return Verdict(ID, UNKNOWN, "could not decide: the holder exited on its own during the wait, so the contender "
+                       f"may have run with the lock free ({inv.ending()} after {elapsed_ms} ms)", hint=UNHELD_HINT)
     if inv.timed_out:
         found = finding("CR401", trial, labels, "an end after the wait", inv.ending(), seconds=f"{trial.limit_s:g}",
                         **common)
         return Verdict(ID, FAIL, found.message(), [found])
     if inv.ok:
-        if holder_gone(trial):
-            return Verdict(ID, UNKNOWN, "the holder exited during the wait, so the contender may have got the lock")
         if "contender" in lost_labels(trial) and not printed_error(inv).says_lock_held:  # success claimed, nothing kept
             lost = [f for f in silent_losses(trial) if f.args["label"] == "contender"]
             return Verdict(ID, FAIL, lost[0].message(), lost)
