@@ -80,6 +80,7 @@ class Verdict:
     findings: list[Finding] = field(default_factory=list)
     hint: str = ""
     rates: dict[str, Any] = field(default_factory=dict)
+    clirace_failed: str = ""  # the check itself raised (a bug in clirace): unknown, and the run exits 3
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint,

@@ -51,6 +51,11 @@ class Result:
     comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
     unfinished: list[str] = field(default_factory=list)  # planned experiments without all their records, and why
 
+    def clirace_failed(self) -> dict[str, str]:
+        """check -> what it raised, for each check that itself failed: a bug in clirace, so the run exits 3 once
+        the report of what the other checks decided is out (an exception in a config reader included)."""
+        return {check: v.clirace_failed for check, v in self.verdicts.items() if v.clirace_failed}
+
     def replay(self, check: str | None = None) -> str:
         """The command that runs this check again with every choice the same (seed and options)."""
         opts = self.history.options

@@ -102,6 +102,7 @@ def judge_all(history: History) -> dict[str, Verdict]:
         try:
             verdicts[check_id] = held_to_plan(experiment.judge(history), history, missing)
         except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
-            verdicts[check_id] = Verdict(check_id, UNKNOWN, f"the check itself failed ({type(exc).__name__}: {exc}); "
-                                         "this is a bug in clirace, please report it")
+            said = f"{type(exc).__name__}: {exc}"
+            verdicts[check_id] = Verdict(check_id, UNKNOWN, f"the check itself failed ({said}); this is a bug in "
+                                         "clirace, please report it", clirace_failed=said)
     return verdicts
