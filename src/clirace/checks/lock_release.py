@@ -14,7 +14,7 @@ from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, Invocation, LockConflict, LockRelease, Leftover, Trial
 from ..lockerror import printed_error, succeeded
 from ..vocab import Way
-from ._common import finding, not_run_verdict
+from ._common import finding, not_run_verdict, records
 from ._lock import NO_LOCK, not_excluded
 from .reference import lock_undecided
 
@@ -97,7 +97,7 @@ def check(history: History) -> Verdict:
         return Verdict(ID, NOT_TESTED, f"released after {', '.join(ok)}; not tested: error ({untested.why})", findings,
                        hint=untested.hint)
     return Verdict(ID, PASS, f"the next invocation ran after the holder ended by {', '.join(map(str, passed))}",
-                   findings)
+                   findings, read=records(t for mine in runs.values() for t in mine))
 
 
 def _shown(trial: Trial, leftover: Leftover) -> dict[str, str]:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ..history import History
+from ..history import History, LockConflict
 from ..lockerror import advisories, printed_error, succeeded
-from ._common import cut_short, finding
+from ._common import cut_short, finding, records
 from ._lock import UNHELD_HINT, again, asked, conflict_trial, contender_state, lost_labels, silent_losses, unheld, window
 
 ID = "lock-error-structured"
@@ -69,5 +69,6 @@ def check(history: History) -> Verdict:
         tries = next(n for n, inv in enumerate(retries, 1) if succeeded(inv))
         followed = f"; after the holder ended, a retry {trial.retry_wait_ms} ms later got through on try {tries}"
     return Verdict(ID, PASS, f"{contender.ending()} after {contender.duration * 1000:.0f} ms with {printed.code}, "
-                   f"retry_after_ms={hint} on {printed.stream}{followed}", advisory)
+                   f"retry_after_ms={hint} on {printed.stream}{followed}", advisory,
+                   read=records(history.of(LockConflict)))
 

@@ -3,11 +3,11 @@ with the structured LOCK_HELD error, having really waited."""
 from __future__ import annotations
 
 from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
-from ..history import History, LockWait
+from ..history import History, LockConflict, LockWait
 from ..lockerror import printed_error
 from ..vocab import EventKind
 from ..timing import wait_bounds
-from ._common import cut_short, finding, not_run_verdict
+from ._common import cut_short, finding, not_run_verdict, records
 from ._lock import UNHELD_HINT, conflict_trial, contender_state, holder_gone, lost_labels, silent_losses, unheld
 
 ID = "lock-wait-timeout"
@@ -37,7 +37,8 @@ def _never_waits(history: History) -> Verdict:
         return Verdict(ID, FAIL, f.message(), [f])
     assert printed.error is not None
     return Verdict(ID, PASS, f"the tool never waits (the spec says so): its contender answered after "
-                   f"{contender.duration * 1000:.0f} ms with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}")
+                   f"{contender.duration * 1000:.0f} ms with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}",
+                   read=records(history.of(LockConflict)))
 
 
 def check(history: History) -> Verdict:
@@ -115,4 +116,5 @@ def _judged(trial: LockWait) -> Verdict:
     assert printed.error is not None
     return Verdict(ID, PASS, f"with {trial.option} the contender ended after {elapsed_ms} ms ({inv.ending()}) "
                    f"with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}, within {low_ms}-{high_ms} ms "
-                   f"(the wait, plus {trial.margin_ms} ms and {int(alone.duration * 1000)} ms, its time alone)")
+                   f"(the wait, plus {trial.margin_ms} ms and {int(alone.duration * 1000)} ms, its time alone)",
+                   read=records([trial]))
