@@ -99,7 +99,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint,
-                "rates": self.rates, "findings": [f.to_dict() for f in self.findings]}
+                "rates": self.rates, "read": list(self.read), "findings": [f.to_dict() for f in self.findings]}
 
 
 def not_tested(check: str, why: str, hint: str = "") -> Verdict:
