@@ -140,6 +140,11 @@ def _exit_code(items, judged: bool = False) -> int:
     codes = [item.exit_code if not hasattr(item, "score") else
              errors.EXIT_NOT_REMOVED if item.history.not_removed and not judged else item.gate.exit_code
              for item in items]
+    for item in items:  # a check that itself failed is clirace's bug: exit 3, after the report of the rest
+        for check, said in (item.clirace_failed() if hasattr(item, "score") else {}).items():
+            bug = errors.InternalError(f"the check {check} failed ({said}); the report says what the others decided")
+            typer.echo(f"clirace: {bug.paragraph()}", err=True)
+            codes.append(errors.EXIT_INTERNAL)
     return max(codes, default=errors.EXIT_OK)
 
 

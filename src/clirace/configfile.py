@@ -3,7 +3,9 @@ A SQLite database comes as clirace recorded it (its tables as JSON, scenarios/_s
 
 What a target wrote is untrusted: parsing is bounded in size (MAX_BYTES), nesting and, for YAML, alias
 expansion. A file beyond those bounds raises `TooLarge`, which is not evidence of a torn write: a check must
-report it as "could not decide", never as corruption. Every other failure is `Unparseable` (torn or invalid).
+report it as "could not decide", never as corruption. A failure the format's own reader reports is `Unparseable`
+(torn or invalid); any other exception in clirace's readers is `ReaderFailed`: a bug in clirace, which says
+nothing about the file, so it is never reported as a torn config (CR601, CR602, CR113).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 
 import jmespath
 import jmespath.exceptions
+import yaml
 
 from ._yaml import OverBudget, load_budgeted
 
@@ -28,6 +31,11 @@ MAX_DIGITS = 4000  # an integer longer than this stays a string (int() refuses 4
 
 class Unparseable(ValueError):
     """Not valid in its format: empty, torn, or never valid."""
+
+
+class ReaderFailed(Exception):
+    """clirace's own reader raised something other than its format's parse error: a bug in clirace (or a limit of
+    the library it uses), not evidence that the file is torn. Not an Unparseable, so no check reads it as one."""
 
 
 class TooLarge(Unparseable):
@@ -70,9 +78,20 @@ def parse(text: str | bytes, fmt: str):
         raise TooLarge(str(exc)) from None
     except RecursionError:
         raise TooLarge("lists or mappings nested too deeply to read") from None
-    except Exception as exc:  # each parser has its own error types; all mean "torn or invalid"
+    except _PARSE_ERRORS as exc:  # what each format's reader says of a torn or invalid file
         raise Unparseable(f"{type(exc).__name__}: {exc}") from None
-    raise Unparseable(f"unknown format {fmt}")
+    except ValueError as exc:
+        if "Exceeds the limit" in str(exc):  # an integer longer than Python converts (tomllib): valid, too large
+            raise TooLarge(f"an integer too long to read ({exc})") from None
+        raise ReaderFailed(f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - anything else is clirace's failure, not the file's
+        raise ReaderFailed(f"{type(exc).__name__}: {exc}") from None
+    raise ReaderFailed(f"no reader for the format {fmt!r}")
+
+
+# The errors the formats' readers raise for a file that is not valid (json's is a ValueError; PyYAML's, the YAMLError
+# that _yaml.load_budgeted also raises for a value it cannot build).
+_PARSE_ERRORS = (json.JSONDecodeError, yaml.YAMLError, tomllib.TOMLDecodeError, configparser.Error)
 
 
 def _json(text: str):

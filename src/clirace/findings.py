@@ -72,6 +72,10 @@ class Finding:
                 "args": self.args, "evidence": asdict(self.evidence), "fix": self.rule.get("fix", "")}
 
 
+class VerdictWithoutEvidence(AssertionError):
+    """A check tried to fail without a finding, or pass without a record: a bug in the check (see Verdict)."""
+
+
 @dataclass
 class Verdict:
     check: str
@@ -80,10 +84,22 @@ class Verdict:
     findings: list[Finding] = field(default_factory=list)
     hint: str = ""
     rates: dict[str, Any] = field(default_factory=dict)
+    clirace_failed: str = ""  # the check itself raised (a bug in clirace): unknown, and the run exits 3
+    read: tuple[str, ...] = ()  # the records a pass rests on ("lock-conflict: NAME (round 1)"), one at least
+
+    def __post_init__(self) -> None:
+        """One owner per failure, checked: no FAIL without a non-advisory finding that carries its evidence (the
+        trial it was seen in), no PASS without the records it read. A check that builds either is a bug in
+        clirace; judge_all reports it as such (undecided, exit 3), never as the verdict it tried to give."""
+        if self.status == FAIL and not any(not f.advisory and f.evidence.trial for f in self.findings):
+            raise VerdictWithoutEvidence(f"{self.check}: a failure without a finding that says where it was seen "
+                                         f"({self.summary[:120]!r})")
+        if self.status == PASS and not self.read:
+            raise VerdictWithoutEvidence(f"{self.check}: a pass that names no record it read ({self.summary[:120]!r})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint,
-                "rates": self.rates, "findings": [f.to_dict() for f in self.findings]}
+                "rates": self.rates, "read": list(self.read), "findings": [f.to_dict() for f in self.findings]}
 
 
 def not_tested(check: str, why: str, hint: str = "") -> Verdict:

@@ -53,6 +53,11 @@ class Result:
     comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
     unfinished: list[str] = field(default_factory=list)  # planned experiments without all their records, and why
 
+    def clirace_failed(self) -> dict[str, str]:
+        """check -> what it raised, for each check that itself failed: a bug in clirace, so the run exits 3 once
+        the report of what the other checks decided is out (an exception in a config reader included)."""
+        return {check: v.clirace_failed for check, v in self.verdicts.items() if v.clirace_failed}
+
     def replay(self, check: str | None = None) -> str:
         """The command that runs this check again with every choice the same (seed and options)."""
         opts = self.history.options
@@ -95,7 +100,8 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
     allow_width(parallel)
-    wanted = registry.scenarios_for(options.only) if options.only else set(SCENARIOS)
+    never_waits = spec.lock is not None and spec.lock.never_waits
+    wanted = registry.scenarios_for(options.only, never_waits) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
         options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
+from typing import NamedTuple
 
 
 def pids() -> Iterator[int]:
@@ -178,10 +179,23 @@ def open_identities(pid: int) -> dict[tuple[int, int], str]:
     return out
 
 
-def kernel_locks() -> list[tuple[str, str, int, int, int]]:
-    """The locks the kernel holds, from /proc/locks: (kind FLOCK/POSIX/OFDLCK, mode READ/WRITE, the pid that took
-    it, st_dev, st_ino). Waiters ("->" lines) are left out. A flock names the process that called flock(), which
-    may have exited while a child that inherited the fd keeps the lock."""
+class KernelLock(NamedTuple):
+    """One line of /proc/locks: a lock held, or (`waiting`) a process blocked waiting for one."""
+    kind: str  # FLOCK, POSIX or OFDLCK
+    mode: str  # READ or WRITE
+    pid: int  # who took it (or waits); -1 for an OFD lock, which names no process
+    dev: int  # the locked file's st_dev and st_ino
+    ino: int
+    waiting: bool = False
+
+    def on(self, st: os.stat_result) -> bool:
+        return (self.dev, self.ino) == (st.st_dev, st.st_ino)
+
+
+def proc_locks() -> list[KernelLock]:
+    """Every lock the kernel lists in /proc/locks, held and waited for: the one reader of that file. A waiter's
+    line reads "N: -> FLOCK ..." (its fields shifted by the arrow). A flock names the process that called
+    flock(), which may have exited while a child that inherited the fd keeps the lock."""
     try:
         with open("/proc/locks") as handle:
             lines = handle.read().splitlines()
@@ -190,14 +204,23 @@ def kernel_locks() -> list[tuple[str, str, int, int, int]]:
     out = []
     for line in lines:
         fields = line.split()
-        if len(fields) < 6 or fields[1] == "->":
+        waiting = len(fields) > 1 and fields[1] == "->"
+        if waiting:
+            del fields[1]
+        if len(fields) < 6:
             continue
         try:
             major, minor, ino = fields[5].split(":")
-            out.append((fields[1], fields[3], int(fields[4]), os.makedev(int(major, 16), int(minor, 16)), int(ino)))
+            out.append(KernelLock(fields[1], fields[3], int(fields[4]), os.makedev(int(major, 16), int(minor, 16)),
+                                  int(ino), waiting))
         except ValueError:
             continue
     return out
+
+
+def kernel_locks() -> list[tuple[str, str, int, int, int]]:
+    """The locks the kernel holds (waiters left out): (kind, mode, the pid that took it, st_dev, st_ino)."""
+    return [(lock.kind, lock.mode, lock.pid, lock.dev, lock.ino) for lock in proc_locks() if not lock.waiting]
 
 
 def alive(pid: int) -> bool:

@@ -84,8 +84,12 @@ def replayed_by(check: str, trial: str) -> str | None:
     return MAKES_TRIAL.get(trial.split(":", 1)[0])
 
 
-def scenarios_for(only: tuple[str, ...]) -> set[str]:
+def scenarios_for(only: tuple[str, ...], never_waits: bool = False) -> set[str]:
+    """The scenarios a run of the checks `only` needs. A tool that never waits (lock.never_waits) has its lock
+    timeout judged on the lock-conflict experiment's contender: `--only lock-wait-timeout` must run that one."""
     chosen = {EXPERIMENTS[c].scenario for c in only} if only else {e.scenario for e in EXPERIMENTS.values()}
+    if never_waits and "lock-wait-timeout" in only:
+        chosen.add(EXPERIMENTS["lock-excludes"].scenario)
     return chosen | {REFERENCE}
 
 
@@ -98,6 +102,7 @@ def judge_all(history: History) -> dict[str, Verdict]:
         try:
             verdicts[check_id] = held_to_plan(experiment.judge(history), history, missing)
         except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
-            verdicts[check_id] = Verdict(check_id, UNKNOWN, f"the check itself failed ({type(exc).__name__}: {exc}); "
-                                         "this is a bug in clirace, please report it")
+            said = f"{type(exc).__name__}: {exc}"
+            verdicts[check_id] = Verdict(check_id, UNKNOWN, f"the check itself failed ({said}); this is a bug in "
+                                         "clirace, please report it", clirace_failed=said)
     return verdicts

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import locking, observe
-from .procfs import stat_fields
+from .procfs import proc_locks, stat_fields
 
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
@@ -285,12 +285,7 @@ def lock_held(path: str, kind: str) -> bool:
         return False
     if kind == "exclusive-create":
         return True
-    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks") as handle:
-            return any(len(f) > 5 and f[5] == inode for f in (line.split() for line in handle))
-    except OSError:
-        return False
+    return any(lock.on(st) and not lock.waiting for lock in proc_locks())
 
 
 # --- taking a process over after its exec ------------------------------------------------------------------
@@ -404,12 +399,7 @@ def _until(condition: Callable[[], bool], timeout: float) -> bool:
 def lock_waiters() -> set[int]:
     """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks.
     (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves nothing.)"""
-    try:
-        with open("/proc/locks") as handle:
-            rows = [line.split() for line in handle]
-    except OSError:
-        return set()
-    return {int(f[5]) for f in rows if len(f) > 5 and f[1] == "->" and f[5].isdigit()}
+    return {lock.pid for lock in proc_locks() if lock.waiting and lock.pid > 0}
 
 
 class Hold:

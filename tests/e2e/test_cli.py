@@ -99,6 +99,34 @@ lock:
 """
 
 
+SETUP_HANGS = """\
+version: 1
+tool:
+  command: ["{python}", "-c", "import sys, time; time.sleep(float(sys.argv[1])); print(0)"]
+  timeout: 1s
+setup:
+  - ["60"]
+workloads:
+  - kind: counter
+    run: ["0"]
+    read: ["0"]
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_setup_command_killed_at_its_deadline_is_undecided_not_a_spec_error(tmp_path):
+    """Issue 25 item 6: a setup that ran out of time (a loaded machine, a hung tool) gave no answer: whether the
+    spec fits the tool is unknown, not "the spec does not fit the tool" (exit 2)."""
+    spec = tmp_path / "tool.clirace.yaml"
+    spec.write_text(SETUP_HANGS)
+    proc = run_clirace("check", spec, "--format", "json", "--only", "counter", "--rounds", "1", "--no-strace")
+    assert proc.returncode != 2 and "does not fit the tool" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    verdict = json.loads(proc.stdout)["checks"]["counter"]
+    assert verdict["status"] == "unknown" and "ended without an answer" in verdict["summary"], verdict
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_setup_command_that_fails_is_a_spec_error_not_a_crash(tmp_path):

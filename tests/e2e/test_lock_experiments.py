@@ -73,3 +73,28 @@ def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec):
     assert result["score"] == 1 and statuses["lock-excludes"] == "pass", statuses
     assert _codes(result, "lock-error-structured") == ["CR207"]
     assert "CR201" not in [f["code"] for f in result["findings"]]
+
+
+UNPROVEN = ADVERSARIAL / "lock-unproven"
+LOCK_CRITERIA = ("lock-excludes", "lock-error-structured", "lock-released-on-exit", "lock-wait-timeout")
+
+
+@pytest.mark.timeout(60)
+def test_a_holder_that_quits_early_leaves_every_lock_criterion_undecided_never_failed():
+    """Issue 25 item 7: the hook quits as soon as it is ready; the contender then runs with the lock free."""
+    result = check_json(UNPROVEN / "quits.clirace.yaml", *FAST, "--no-strace")
+    statuses = {check: result["checks"][check]["status"] for check in LOCK_CRITERIA}
+    assert "fail" not in statuses.values() and "pass" not in statuses.values(), statuses
+    assert statuses["lock-error-structured"] == statuses["lock-wait-timeout"] == "unknown", statuses
+    assert not [f for check in LOCK_CRITERIA for f in result["checks"][check]["findings"]], result["checks"]
+
+
+@pytest.mark.timeout(120)
+def test_a_contender_that_stops_itself_even_alone_leaves_lock_release_undecided_not_failed():
+    """Issue 25 item 7: each way's next invocation is the contender, which SIGSTOPs itself even alone."""
+    result = check_json(UNPROVEN / "stops.clirace.yaml", *FAST, "--no-strace", "--only", "lock-released-on-exit")
+    verdict = result["checks"]["lock-released-on-exit"]
+    assert verdict["status"] == "unknown", verdict
+    assert "lock.contender run alone on fresh state" in verdict["summary"] and "killed at its deadline" in \
+        verdict["summary"], verdict["summary"]
+    assert not [f for f in verdict["findings"] if f["severity"] not in ("advisory", "info")], verdict["findings"]

@@ -54,8 +54,13 @@ FIRST_RUNS = {
                                       ("lock-wait-timeout", "s58-advice")),
     "adversarial/session-id-ignored": (("--only", "session-isolation", "--only", "counter"), ("session-isolation",)),
     "servers/redis-getset": (("--only", "server-hazards", "--only", "counter"), ("server-hazards",)),
+    # A tool that never waits: its lock-wait-timeout is judged on the lock-conflict experiment (issue 25 item 9).
+    "adversarial/never-waits-plain": (("--only", "lock-error-structured", "--only", "lock-wait-timeout"),
+                                      ("lock-wait-timeout", "lock-error-structured")),
 }
-REPLAYS = [pytest.param(fixture, check, id=check, marks=[NO_REDIS] if fixture.startswith("servers/redis") else [])
+NEVER_WAITS = "adversarial/never-waits-plain"
+REPLAYS = [pytest.param(fixture, check, id=check + ("-never-waits" if fixture == NEVER_WAITS else ""),
+                        marks=[NO_REDIS] if fixture.startswith("servers/redis") else [])
            for fixture, (_options, checks) in FIRST_RUNS.items() for check in checks]
 # A trial whose outcome does not rest on timing first: a rendezvous round, then the lock and kill experiments.
 _DETERMINED = ("at a rendezvous", "lock-", "writer-killed", "session:")
@@ -70,7 +75,9 @@ _RUN_FOLDER = re.compile(r"/[^\s'\"]*clirace-\d+-[0-9a-f]+(?:/[^/\s'\"]+)?")
 
 
 def test_every_registered_check_has_a_replay_test():
-    assert sorted(check for _options, checks in FIRST_RUNS.values() for check in checks) == sorted(REGISTRY)
+    assert sorted(check for fixture, (_options, checks) in FIRST_RUNS.items() for check in checks
+                  if fixture != NEVER_WAITS) == sorted(REGISTRY)
+    assert "never_waits: true" in (FIXTURES / NEVER_WAITS / "clirace.yaml").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -141,3 +141,25 @@ def test_a_killed_clirace_leaves_no_server_and_no_folder():
     while (servers_of(run.pid) or glob.glob(f"/tmp/clirace-{run.pid}-pg-*")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not servers_of(run.pid) and not glob.glob(f"/tmp/clirace-{run.pid}-pg-*")
+
+
+@needs_postgres
+@pytest.mark.timeout(60)
+def test_a_postgres_server_that_cannot_start_is_clirace_or_the_machine_not_the_spec(tmp_path):
+    """Issue 25 item 6: every service start failure is clirace's or the environment's (exit 3), as a Redis that
+    fails is; the spec asked for a server this machine has. A real initdb that fails stands first on PATH."""
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="clirace-test-initdb-"))  # reachable by the user PostgreSQL runs as
+    try:
+        folder.chmod(0o755)
+        initdb = folder / "initdb"
+        initdb.write_text("#!/bin/sh\necho 'initdb: could not create directory: No space left on device' >&2\n"
+                          "exit 1\n")
+        initdb.chmod(0o755)
+        env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
+        proc = run_clirace("check", SERVERS / "pg-jobs" / "version.clirace.yaml", "--only", "counter", env=env)
+    finally:
+        shutil.rmtree(folder)
+    assert proc.returncode == 3, proc.stderr
+    assert "services.postgres could not start" in proc.stderr and "No space left on device" in proc.stderr
+    assert "not the spec's" in proc.stderr and "Traceback" not in proc.stderr

@@ -107,3 +107,31 @@ def test_spec_config_query_refused(tmp_path, config, words):
     with pytest.raises(SpecError) as caught:
         load_spec(spec_with(tmp_path, config))
     assert words in caught.value.paragraph() and ":7:" in caught.value.paragraph()
+
+
+def test_an_exception_in_cliraces_own_reader_is_its_bug_not_a_torn_config(monkeypatch):
+    """Issue 25 item 6: a reader that raises something other than its format's parse error says nothing about the
+    file: never "unparseable" (CR113 here, corruption and score 0), but the check undecided and exit 3, once the
+    report of what the other checks decided is out."""
+    from clirace import configfile
+    from clirace.cli import _exit_code, _gate
+    from clirace.configfile import ReaderFailed
+    from clirace.errors import EXIT_INTERNAL
+    from clirace.pipeline import judge
+
+    from .histories import history
+    from .test_workload_checks import keys_trial
+
+    def broken(text):  # a bug in clirace's reader, as a KeyError in _parse_ini would be
+        raise KeyError("DEFAULT")
+
+    monkeypatch.setattr(configfile, "_json", broken)
+    with pytest.raises(ReaderFailed) as caught:
+        parse('{"k0": "v0"}', "json")
+    assert not isinstance(caught.value, Unparseable) and "KeyError" in str(caught.value)
+    result = judge(history(keys_trial('{"k0": "v0", "k1": "v1"}', [True, True])))
+    verdict = result.verdicts["keys"]
+    assert verdict.status == "unknown" and not verdict.findings, verdict
+    assert "CR113" not in [f.code for f in result.findings()] and "keys" in result.clirace_failed()
+    _gate(result, 0, False, None)
+    assert _exit_code([result]) == EXIT_INTERNAL

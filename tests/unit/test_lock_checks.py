@@ -113,6 +113,35 @@ def test_a_contender_past_the_lock_after_the_holder_died_is_undecided():
     assert lock_excludes.check(h).status == "unknown"
 
 
+@pytest.mark.parametrize("contender", [inv("contender", 0), inv("contender", 1, stderr="busy")], ids=["ran", "refused"])
+def test_no_lock_criterion_judges_a_contender_that_ran_after_the_holder_quit(contender):
+    """Issue 25 item 7: the holder exited on its own before the contender finished; no lock was provably held."""
+    declared = NotRun(experiment="lock-wait", why="never waits", declared="never-waits")
+    h = history(conflict(contender, holder_alive=False), declared)
+    for check in (lock_structured, lock_wait):
+        v = check.check(h)
+        assert v.status == "unknown" and not v.findings, (check.ID, v)
+        assert "holder had exited on its own" in v.summary
+
+
+@pytest.mark.parametrize("contender", [inv("contender", 1, stdout="timed out", ended=1.2),
+                                       inv("contender", None, ended=4.0, timed_out=True)], ids=["refused", "hung"])
+def test_a_lock_wait_whose_holder_quit_during_the_wait_is_undecided(contender):
+    """Issue 25 item 7: the lock-wait experiment's contender, once the holder exited on its own."""
+    trial = dataclasses.replace(waited(1, 1200), events=(event(EventKind.HELD, 0.0), event(EventKind.HOLDER_GONE, 1.3)),
+                                invocations=(inv("alone", 0, ended=0.0), contender))
+    v = lock_wait.check(history(trial))
+    assert v.status == "unknown" and not v.findings, v
+
+
+def test_a_contender_that_cannot_finish_alone_leaves_release_undecided_not_failed():
+    """Issue 25 item 7: each way's next invocation is the contender, which hangs even alone."""
+    alone = Alone(name="contender", command="contender", invocations=(inv("alone", None, timed_out=True),))
+    hung = LockRelease(name="normal", way=Way.NORMAL, invocations=(inv("holder", 0), inv("next", None, timed_out=True)))
+    v = lock_release.check(history(alone, hung))
+    assert v.status == "unknown" and not [f for f in v.findings if not f.advisory], v
+
+
 
 def release(way, holder_exit, next_exit, signal=None, timed_out=False):
     return LockRelease(name=way, way=Way(way), invocations=(

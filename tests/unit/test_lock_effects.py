@@ -146,6 +146,27 @@ def test_a_serial_command_refused_by_its_predecessors_leftover_is_a_finding_not_
     assert "clirace ended it" in said
 
 
+def test_a_refusal_that_shows_no_lock_is_not_a_lock_that_outlived_its_command():
+    """Issue 25 item 8: CR306 rests on a lock, never on sequence alone: the refusal carries a lock error, or /proc
+    showed the leftover holding a lock."""
+    no_lock = dataclasses.replace(LEFT, locks=())
+    plain = serial_keys(leftover=no_lock)
+    plain = dataclasses.replace(plain, invocations=tuple(
+        inv("refused-set-1", 1, stderr="error: disk quota exceeded") if i.label == "refused-set-1" else i
+        for i in plain.invocations))
+    v = lock_release.check(history(plain, *all_released()))
+    assert "CR306" not in [f.code for f in v.findings], v
+    said = dataclasses.replace(plain, invocations=tuple(
+        inv("refused-set-1", 1, stderr="error: database is locked") if i.label == "refused-set-1" else i
+        for i in plain.invocations))
+    assert [f.code for f in lock_release.check(history(said, *all_released())).findings if not f.advisory] == ["CR306"]
+    assert [f.code for f in lock_release.check(history(serial_keys(leftover=no_lock), *all_released())).findings
+            if not f.advisory] == ["CR306"]  # its structured LOCK_HELD says so
+    held = dataclasses.replace(plain, leftovers=(LEFT,))
+    assert [f.code for f in lock_release.check(history(held, *all_released())).findings
+            if not f.advisory] == ["CR306"]  # /proc showed it holding a flock
+
+
 def test_a_refusal_while_a_leftover_would_not_go_is_undecided_and_one_that_outlasts_it_is_the_specs():
     running = dataclasses.replace(LEFT, locks=(), ended_by_clirace=False, still_running=True, waited=1.0)
     h = history(dataclasses.replace(serial_keys(rerun_ok=False), leftovers=(running,),

@@ -145,10 +145,14 @@ def test_only_accepts_every_registered_check_and_its_replay_runs_what_that_check
     holds an experiment whose records the check judges (hazards: the workloads' traced rounds)."""
     from clirace.registry import EXPERIMENTS, resolve, scenarios_for
     spec = load_spec(LEVEL3)
-    for check in EXPERIMENTS:
-        assert resolve(check) == check
-        replay = plan(spec, (check,), 3, scenarios_for((check,)))
-        assert any(check in p.checks and p.experiment != "reference" for p in replay), (check, replay)
+    assert spec.lock is not None
+    # Issue 25 item 9: on a tool that never waits, lock-wait-timeout is judged on the lock-conflict experiment.
+    never_waits = dataclasses.replace(spec, lock=dataclasses.replace(spec.lock, never_waits=True, wait_option=None))
+    for shape in (spec, never_waits):
+        for check in EXPERIMENTS:
+            assert resolve(check) == check
+            replay = plan(shape, (check,), 3, scenarios_for((check,), shape.lock.never_waits))
+            assert any(check in p.checks and p.experiment != "reference" for p in replay), (check, replay)
 
 
 def test_three_kinds_of_trial_error_in_a_reference_run_spec_misfit_tool_failure_and_clirace_bug():

@@ -9,9 +9,24 @@ SECTION = load_section("s15")
 ALL_CHECKS = [c for level in SECTION["levels"] for crit in level.get("criteria", []) for c in crit["checks"]]
 
 
+def _failing_code(check):
+    """A code of the check that fails it: its first error, else its first corruption finding."""
+    mine = {code: rule["severity"] for code, rule in rules().items() if rule.get("check") == check}
+    return next((c for c, sev in mine.items() if sev == "error"), next(c for c, sev in mine.items() if sev != "advisory"))
+
+
+def verdict(check, status):
+    """A verdict as a check would give it: a pass names a record it read, a failure has its finding and evidence."""
+    if status == "pass":
+        return Verdict(check, status, "s", read=("counter: counter (round 1)",))
+    if status == "fail":
+        return Verdict(check, status, "s", [Finding(_failing_code(check), {}, Evidence(trial="counter: c (round 1)"))])
+    return Verdict(check, status, "s")
+
+
 def verdicts(status="pass", **overrides):
-    out = {c: Verdict(c, status, "s") for c in ALL_CHECKS}
-    out.update({k.replace("_", "-"): Verdict(k.replace("_", "-"), v, "s") for k, v in overrides.items()})
+    out = {c: verdict(c, status) for c in ALL_CHECKS}
+    out.update({k.replace("_", "-"): verdict(k.replace("_", "-"), v) for k, v in overrides.items()})
     return out
 
 
@@ -50,7 +65,8 @@ def test_untested_workloads_mean_untested_criterion():
 
 def test_corruption_finding_anywhere_holds_zero():
     vs = verdicts()
-    vs["session-isolation"] = Verdict("session-isolation", "pass", "s", [Finding("CR131", {"label": "x", "found": "y"}, Evidence())])
+    vs["session-isolation"] = Verdict("session-isolation", "pass", "s", [Finding("CR131", {"label": "x", "found": "y"}, Evidence())],
+                                      read=("session: with session ids (round 1)",))
     assert score(SECTION, criteria(SECTION, vs)).score == 0
 
 
@@ -108,7 +124,34 @@ def test_the_headline_names_what_stops_the_next_level_and_the_change_that_would_
     level1 = SECTION["levels"][1]["text"]
     assert s.level_text() == f"Level 1 in the rubric: {level1} (already met at level 2: lock-error-structured)"
     failed = verdicts()
-    failed["lock-error-structured"] = Verdict("lock-error-structured", "fail", "s", [Finding("CR202", {}, Evidence())])
+    failed["lock-error-structured"] = Verdict("lock-error-structured", "fail", "s",
+                                              [Finding("CR202", {}, Evidence(trial="lock-conflict: c (round 1)"))])
     assert score(SECTION, criteria(SECTION, failed)).headline().startswith(
         "score 1/3: level 2 needs lock-error-structured (failed: CR202 lock-error-unstructured; fix: print {")
     assert score(SECTION, criteria(SECTION, verdicts())).headline() == "score 3/3: every criterion passed"
+
+
+def test_a_verdict_cannot_fail_without_evidence_nor_pass_without_the_records_it_read(monkeypatch):
+    """Issue 25 item 6: one owner per failure, checked at construction; judge_all reports a check that tries as a
+    bug in clirace (undecided, exit 3), never as the verdict it tried to give."""
+    from clirace.findings import VerdictWithoutEvidence
+    from clirace.registry import EXPERIMENTS, Experiment, judge_all
+
+    from .histories import history
+
+    with pytest.raises(VerdictWithoutEvidence):
+        Verdict("counter", "fail", "lost updates")  # no finding
+    with pytest.raises(VerdictWithoutEvidence):
+        Verdict("counter", "fail", "lost updates", [Finding("CR101", {}, Evidence())])  # a finding seen nowhere
+    with pytest.raises(VerdictWithoutEvidence):
+        Verdict("lock-error-structured", "fail", "s", [Finding("CR906", {}, Evidence(trial="lock-release: x"))])  # advice
+    with pytest.raises(VerdictWithoutEvidence):
+        Verdict("counter", "pass", "no update lost")  # on nothing
+    assert Verdict("counter", "pass", "no update lost", read=("counter: counter (round 1)",)).read
+
+    def passes_on_nothing(h):
+        return Verdict("counter", "pass", "no update lost")
+
+    monkeypatch.setitem(EXPERIMENTS, "counter", Experiment("counter", "workloads", passes_on_nothing))
+    verdict = judge_all(history())["counter"]
+    assert verdict.status == "unknown" and "VerdictWithoutEvidence" in verdict.clirace_failed

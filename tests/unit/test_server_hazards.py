@@ -174,3 +174,23 @@ def test_advice_never_turns_a_criterion_under_only_into_not_tested():
         only=("lock-error-structured",))
     statuses = {c.id: c.status for c in judge(h).criteria}
     assert statuses["lock-error-structured"] == "pass" and judge(h).verdicts["s58-advice"].status == "not_applicable"
+
+
+def test_server_locks_are_decided_in_one_place():
+    """Issue 25 item 10: one server-lock reader (services/ops.py), read by the hazards and the server rendezvous."""
+    from pathlib import Path
+
+    from clirace.services import ops
+    from clirace.services.meet import server_aim
+
+    assert ops.locking_read("SELECT * FROM jobs WHERE id = 1 FOR UPDATE SKIP LOCKED")
+    assert ops.locking_read("select n from counters for no key update")
+    assert not ops.locking_read("UPDATE jobs SET state = 'done'")
+    seen = [redis("a", "SET", "lock", "1", "NX", "PX", "5000"), redis("a", "GET", "lock"), redis("a", "SET", "lock", "2"),
+            redis("b", "GET", "hits"), redis("b", "SET", "hits", "3")]
+    assert ops.lock_keys(seen) == {"lock"}
+    aim = server_aim(CounterRound(server_ops=tuple(seen)))
+    assert aim is not None and aim.targets == {"hits"}  # the lock key is no state to aim at
+    src = Path(ops.__file__).resolve().parents[1]
+    deciding = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if r"for\s+(update" in p.read_text())
+    assert deciding == ["services/ops.py"], deciding

@@ -62,6 +62,11 @@ def cut_short(inv: Invocation, streams: str) -> str:
             f"stream kept ({streams}), and no LOCK_HELD error in what was kept: the rest may have held one")
 
 
+def records(trials: Iterable[Trial]) -> tuple[str, ...]:
+    """The records a verdict read, named as the evidence names trials ("KIND: NAME (round N)")."""
+    return tuple(f"{t.KIND}: {t.name} (round {t.round + 1})" for t in trials)
+
+
 def one_line(value: object, limit: int = 200) -> str:
     text = " ".join(str(value).split())
     return text[:limit] + ("…" if len(text) > limit else "")
@@ -161,7 +166,7 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
                        f"exercised (e.g. {sample.label}: {sample.ending()}; {sample.printed(100)})", findings,
                        hint="Check the workload's run command: it must succeed when run alone.", rates=rates)
     return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}{_bound_text(rates)}",
-                   findings, rates=rates)
+                   findings, rates=rates, read=records(judged))
 
 
 CONFIDENCE = 0.99

@@ -99,6 +99,20 @@ def holder_gone(trial: Trial) -> bool:
     return trial.event(EventKind.HOLDER_GONE) is not None
 
 
+UNHELD_HINT = ("Make lock.hold keep the lock until clirace lets it go (its {release_file}, or the parked pipe), "
+               "so that the contender runs while the lock is held.")
+
+
+def unheld(trial: LockConflict) -> str | None:
+    """Why the contender's answer says nothing about a held lock, else None: the holder exited on its own before
+    the contender had finished, so the contender may have run with the lock free. A contender seen reading the
+    state a parked holder was reading ran while it held the lock, whatever the holder did later."""
+    if not holder_gone(trial) or contender_state(trial) == "reached":
+        return None
+    return ("could not decide: the holder had exited on its own before the contender finished, so the contender "
+            "may have run with the lock free; only a contender that ran while the lock was provably held is judged")
+
+
 def not_excluded(trial: LockConflict) -> str | None:
     """How the contender got past a held lock ('reached' the parked state, or ran and exited 0), else None."""
     state = contender_state(trial)

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 from ..history import ServerOp, Trial
 from ..services.ops import table as table_of
-from ..services.ops import CHATTER, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, redis_keys
+from ..services.ops import CHATTER, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, locking_read, redis_keys
 
 _TX = re.compile(r"^\s*(begin|commit|rollback|start transaction|end|set|show)\b", re.I)
 _VERSION_CHECK = re.compile(r"\bwhere\b.*\b(version|revision|rev|etag|xmin|updated_at|modified_at)\b\s*=",
                             re.I | re.S)
-_LOCKING_READ = re.compile(r"\bfor\s+(update|share|no\s+key\s+update|key\s+share)\b", re.I)
 _STRICT = re.compile(r"isolation\s+level\s+(repeatable\s+read|serializable)", re.I)
 
 
@@ -100,7 +99,7 @@ def postgres_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
                     one = before.xact == op.xact and before.xact not in ("", "0/0")
                     if not one:
                         how = "in separate transactions"
-                    elif _LOCKING_READ.search(before.sql) or op.xact in strict or _VERSION_CHECK.search(op.sql):
+                    elif locking_read(before.sql) or op.xact in strict or _VERSION_CHECK.search(op.sql):
                         continue
                     else:
                         how = "in one transaction, but without FOR UPDATE on the read or a version check"

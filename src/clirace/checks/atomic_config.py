@@ -13,7 +13,7 @@ from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import ConfigSampled, History, KeysRound, KillPoint, KillPointsFound, WriterKilled
 from ..observe import parse_line
 from ..vocab import EventKind
-from ._common import finding, not_run_verdict
+from ._common import finding, not_run_verdict, records
 from ._observed import summaries
 
 ID = "atomic-config-writes"
@@ -241,4 +241,6 @@ def check(history: History) -> Verdict:
                        hint="The writer ran past the kill points its traced run showed: its writes differ from run "
                             "to run (threads, buffering). Run again, or simplify what the keys workload's run writes.")
     return Verdict(ID, PASS, "; ".join(notes) + f"; a kill landed on each kind of kill point ({', '.join(kinds)})",
-                   findings)
+                   findings,
+                   read=records(t for t in history.trials if isinstance(t, (ConfigSampled, WriterKilled))
+                                and not t.error))

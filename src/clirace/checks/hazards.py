@@ -20,7 +20,7 @@ from collections import Counter
 from .. import locking
 from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
 from ..history import FileOp, History, WorkloadRound
-from ._common import finding
+from ._common import finding, records
 from ..locking import RENAMES, written_paths
 from ..observe import OWN_DIRS, TEMP_DIRS
 
@@ -111,5 +111,6 @@ def check(history: History) -> Verdict:
     found = list(seen.values())
     if not found:
         return Verdict(ID, PASS, f"the traces of {len(traced)} round(s) show no read before a lock, no shared "
-                       "fixed temp path, no lock file left behind, no state rewritten in place")
-    return Verdict(ID, PASS, f"advice from the traces: {'; '.join(f.message() for f in found[:3])}", found)
+                       "fixed temp path, no lock file left behind, no state rewritten in place", read=records(traced))
+    return Verdict(ID, PASS, f"advice from the traces: {'; '.join(f.message() for f in found[:3])}", found,
+                   read=records(traced))

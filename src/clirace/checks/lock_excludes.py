@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
 from ..history import History, LockConflict
 from ..vocab import EventKind
-from ._common import finding
+from ._common import finding, records
 from ._lock import (again, asked, conflict_trial, contender_state, effects_note, holder_gone, lock_trials,
                     lost_labels, not_excluded, ran_while_held, silent_losses, waited, window)
 from .reference import lock_undecided
@@ -51,7 +51,8 @@ def _conflict(trial: LockConflict, history: History) -> Verdict:
     after = "then completed after the lock was released" if contender.ok else f"then {contender.ending()}"
     if state == "asked":
         return Verdict(ID, PASS, f"the contender stopped to ask on its stdin while the lock was held ({asked(trial)}),"
-                       f" without running; given no answer (end of input), it ended with {contender.ending()}")
+                       f" without running; given no answer (end of input), it ended with {contender.ending()}",
+                       read=records(history.of(LockConflict)))
     if state == "waiting":
         blocked, watched = waited(trial)
         if (seen := trial.event(EventKind.BLOCKED_ON_LOCK, "contender")) is not None:
@@ -63,10 +64,11 @@ def _conflict(trial: LockConflict, history: History) -> Verdict:
                            + again(history),
                            hint="Raise lock.prompt above the time the contender needs, or check that it takes the lock.")
         return Verdict(ID, PASS, f"the contender waited while the lock was held ({held}; {watched}), {after}"
-                       + again(history))
+                       + again(history), read=records(history.of(LockConflict)))
     if state == "late":
         return Verdict(ID, PASS, f"the contender was refused while the lock was held, after {contender.duration:.1f} s "
-                       f"({contender.ending()}; {contender.printed(100)}){again(history)}")
+                       f"({contender.ending()}; {contender.printed(100)}){again(history)}",
+                       read=records(history.of(LockConflict)))
     return Verdict(ID, PASS, f"the contender was refused while the lock was held ({contender.ending()}; "
-                   f"{contender.printed(100)})")
+                   f"{contender.printed(100)})", read=records(history.of(LockConflict)))
 

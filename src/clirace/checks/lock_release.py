@@ -3,16 +3,20 @@ the next invocation gets the lock. After SIGKILL, whether it does is reported as
 
 Wherever a command that needed the lock free was refused while a process an earlier, finished command had left
 running held on, and ran once that process had gone, the lock outlived its command (CR306): in a reference run,
-a setup, the release experiment's next, a retry after the holder ended. A leftover found holding a kernel lock
+a setup, the release experiment's next, a retry after the holder ended. The finding rests on a lock, not on the
+order of events: the refusal says a lock refused it, or /proc showed the leftover holding one. A leftover found holding a kernel lock
 before a parallel round or a lock holder, with no refusal to show for it, is advice (CR307)."""
 from __future__ import annotations
 
+import re
+
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
-from ..history import History, LockConflict, LockRelease, Leftover, Trial
-from ..lockerror import succeeded
+from ..history import History, Invocation, LockConflict, LockRelease, Leftover, Trial
+from ..lockerror import printed_error, succeeded
 from ..vocab import Way
-from ._common import finding, not_run_verdict
+from ._common import finding, not_run_verdict, records
 from ._lock import NO_LOCK, not_excluded
+from .reference import lock_undecided
 
 ID = "lock-released-on-exit"
 REQUIRED = {Way.NORMAL: "CR301", Way.ERROR: "CR302", Way.SIGINT: "CR303", Way.SIGTERM: "CR304"}
@@ -36,6 +40,9 @@ def check(history: History) -> Verdict:
     if not trials:
         return not_run_verdict(ID, history, "lock-release", *NO_LOCK) or Verdict(
             ID, NOT_TESTED, NO_LOCK[0], hint=NO_LOCK[1])
+    if why := lock_undecided(history):  # each way's next invocation is the contender: it cannot finish even alone
+        return Verdict(ID, UNKNOWN, f"could not decide: {why}",
+                       hint="lock.contender must be a command that finishes when run alone.")
     conflict = history.of(LockConflict)
     if conflict and not conflict[0].error and not_excluded(conflict[0]):
         return Verdict(ID, NOT_TESTED, "the contender was not excluded while the lock was held, so there is no "
@@ -90,7 +97,7 @@ def check(history: History) -> Verdict:
         return Verdict(ID, NOT_TESTED, f"released after {', '.join(ok)}; not tested: error ({untested.why})", findings,
                        hint=untested.hint)
     return Verdict(ID, PASS, f"the next invocation ran after the holder ended by {', '.join(map(str, passed))}",
-                   findings)
+                   findings, read=records(t for mine in runs.values() for t in mine))
 
 
 def _shown(trial: Trial, leftover: Leftover) -> dict[str, str]:
@@ -111,11 +118,23 @@ def _outlived(history: History) -> list[Finding]:
             refused, again = trial.invocation(f"refused-{leftover.refused}"), trial.invocation(leftover.refused)
             if not leftover.refused or refused is None or again is None or not succeeded(again) or trial.KIND in out:
                 continue
+            if not leftover.locks and not lock_refusal(refused):  # refused after it, but no lock shown to refuse it
+                continue
             out[trial.KIND] = finding("CR306", trial, [leftover.left_by, refused.label, again.label],
                                       f"{refused.label} gets the lock", f"{refused.ending()}; {refused.printed(100)}",
                                       refused=leftover.refused, outcome=refused.ending(),
                                       printed=refused.printed(100), **_shown(trial, leftover))
     return list(out.values())
+
+
+_LOCK_WORD = re.compile(r"\block(?:ed|ing|s|file)?\b|\block_held\b", re.IGNORECASE)
+
+
+def lock_refusal(inv: Invocation) -> bool:
+    """The refusal says a lock refused it: a structured LOCK_HELD (or conflict) error, or words about a lock
+    ("database is locked", "lock file exists"). Without that, or /proc showing the leftover holding a lock, a
+    refusal that merely followed another command proves no lock outlived anything (CR306 needs the lock)."""
+    return printed_error(inv).says_lock_held or bool(_LOCK_WORD.search(f"{inv.stdout}\n{inv.stderr}"))
 
 
 def _held_before_a_step(history: History) -> list[Finding]:

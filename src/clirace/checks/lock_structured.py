@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ..history import History
+from ..history import History, LockConflict
 from ..lockerror import advisories, printed_error, succeeded
-from ._common import cut_short, finding
-from ._lock import again, asked, conflict_trial, contender_state, lost_labels, silent_losses, window
+from ._common import cut_short, finding, records
+from ._lock import UNHELD_HINT, again, asked, conflict_trial, contender_state, lost_labels, silent_losses, unheld, window
 
 ID = "lock-error-structured"
 
@@ -17,6 +17,8 @@ def check(history: History) -> Verdict:
     state = contender_state(trial)
     contender = trial.invocation("contender")
     assert contender is not None
+    if (why := unheld(trial)) is not None:
+        return Verdict(ID, UNKNOWN, why, hint=UNHELD_HINT)
     labels = ["holder", "contender"]
     if state == "waiting":
         f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting" + again(history),
@@ -67,5 +69,6 @@ def check(history: History) -> Verdict:
         tries = next(n for n, inv in enumerate(retries, 1) if succeeded(inv))
         followed = f"; after the holder ended, a retry {trial.retry_wait_ms} ms later got through on try {tries}"
     return Verdict(ID, PASS, f"{contender.ending()} after {contender.duration * 1000:.0f} ms with {printed.code}, "
-                   f"retry_after_ms={hint} on {printed.stream}{followed}", advisory)
+                   f"retry_after_ms={hint} on {printed.stream}{followed}", advisory,
+                   read=records(history.of(LockConflict)))
 

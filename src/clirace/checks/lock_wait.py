@@ -3,12 +3,12 @@ with the structured LOCK_HELD error, having really waited."""
 from __future__ import annotations
 
 from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
-from ..history import History, LockWait
+from ..history import History, LockConflict, LockWait
 from ..lockerror import printed_error
 from ..vocab import EventKind
 from ..timing import wait_bounds
-from ._common import cut_short, finding, not_run_verdict
-from ._lock import conflict_trial, contender_state, holder_gone, lost_labels, silent_losses
+from ._common import cut_short, finding, not_run_verdict, records
+from ._lock import UNHELD_HINT, conflict_trial, contender_state, holder_gone, lost_labels, silent_losses, unheld
 
 ID = "lock-wait-timeout"
 
@@ -20,6 +20,8 @@ def _never_waits(history: History) -> Verdict:
         return trial
     contender = trial.invocation("contender")
     assert contender is not None
+    if (why := unheld(trial)) is not None:
+        return Verdict(ID, UNKNOWN, why, hint=UNHELD_HINT)
     labels = ["holder", "contender"]
     if contender_state(trial) != "exited" or contender.ok:
         f = finding("CR405", trial, labels, "a prompt, structured LOCK_HELD error", contender.ending(),
@@ -35,7 +37,8 @@ def _never_waits(history: History) -> Verdict:
         return Verdict(ID, FAIL, f.message(), [f])
     assert printed.error is not None
     return Verdict(ID, PASS, f"the tool never waits (the spec says so): its contender answered after "
-                   f"{contender.duration * 1000:.0f} ms with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}")
+                   f"{contender.duration * 1000:.0f} ms with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}",
+                   read=records(history.of(LockConflict)))
 
 
 def check(history: History) -> Verdict:
@@ -80,13 +83,14 @@ def _judged(trial: LockWait) -> Verdict:
     elapsed_ms = int(inv.duration * 1000)
     common = dict(option=trial.option, elapsed_ms=elapsed_ms, wait_ms=trial.wait_ms, margin_ms=margin_ms)
     labels = ["holder", "contender"]
+    if holder_gone(trial):  # only a contender that ran while the lock was provably held is judged
+        return Verdict(ID, UNKNOWN, "could not decide: the holder exited on its own during the wait, so the contender "
+                       f"may have run with the lock free ({inv.ending()} after {elapsed_ms} ms)", hint=UNHELD_HINT)
     if inv.timed_out:
         found = finding("CR401", trial, labels, "an end after the wait", inv.ending(), seconds=f"{trial.limit_s:g}",
                         **common)
         return Verdict(ID, FAIL, found.message(), [found])
     if inv.ok:
-        if holder_gone(trial):
-            return Verdict(ID, UNKNOWN, "the holder exited during the wait, so the contender may have got the lock")
         if "contender" in lost_labels(trial) and not printed_error(inv).says_lock_held:  # success claimed, nothing kept
             lost = [f for f in silent_losses(trial) if f.args["label"] == "contender"]
             return Verdict(ID, FAIL, lost[0].message(), lost)
@@ -112,4 +116,5 @@ def _judged(trial: LockWait) -> Verdict:
     assert printed.error is not None
     return Verdict(ID, PASS, f"with {trial.option} the contender ended after {elapsed_ms} ms ({inv.ending()}) "
                    f"with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}, within {low_ms}-{high_ms} ms "
-                   f"(the wait, plus {trial.margin_ms} ms and {int(alone.duration * 1000)} ms, its time alone)")
+                   f"(the wait, plus {trial.margin_ms} ms and {int(alone.duration * 1000)} ms, its time alone)",
+                   read=records([trial]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
 from ..history import History, WorkloadRound
 from . import _served
-from ._common import finding
+from ._common import finding, records
 
 ID = "server-hazards"
 
@@ -53,5 +53,7 @@ def check(history: History) -> Verdict:
     hazards = [f for f in found if f.code != "CR713"]
     if not hazards:
         return Verdict(ID, PASS, f"what {' and '.join(services)} saw in {len(rounds)} round(s) shows no read then "
-                       f"write of one key or row outside a transaction, lock or script{said}", found)
-    return Verdict(ID, PASS, f"advice from the servers: {'; '.join(f.message() for f in hazards[:3])}{said}", found)
+                       f"write of one key or row outside a transaction, lock or script{said}", found,
+                       read=records(rounds))
+    return Verdict(ID, PASS, f"advice from the servers: {'; '.join(f.message() for f in hazards[:3])}{said}", found,
+                   read=records(rounds))

@@ -21,7 +21,7 @@ from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdi
 from ..history import History, OutputRun, SessionRun
 from ..observe import written_paths
 from ..vocab import Outcome
-from ._common import Undecided, finding, not_run_verdict
+from ._common import Undecided, finding, not_run_verdict, records
 from .output import output_findings
 
 ID = "session-isolation"
@@ -240,4 +240,4 @@ def check(history: History) -> Verdict:
     if undecided:
         return Verdict(ID, UNKNOWN, f"could not decide: {undecided[0]}",
                        hint="Run the check again with this clirace: it runs every session id twice.")
-    return Verdict(ID, PASS, "; ".join(notes))
+    return Verdict(ID, PASS, "; ".join(notes), read=records(trials))

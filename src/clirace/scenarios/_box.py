@@ -41,7 +41,8 @@ def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
 
 class TrialFailed(Exception):
     """The trial could not be carried out (setup failed, a holder never became ready): its outcome is unknown.
-    `failure` says whose failure it was: the tool's unless said otherwise (a setup that fails is the spec's)."""
+    `failure` says whose failure it was: the tool's unless said otherwise (a setup refused in a fresh sandbox is
+    the spec's; one killed at its deadline gave no answer, and is not)."""
 
     def __init__(self, message: str, failure: Failure = Failure.TOOL):
         super().__init__(message)
@@ -162,9 +163,9 @@ class Context:
                     box.setup(setup)
             except TrialFailed as exc:
                 # A generator context manager must yield once: the body gets a box whose first command raises.
-                # A setup that fails in a fresh sandbox is the spec's: it asks for what the tool does not do.
+                # Whose failure it was, the setup says: the spec's only for a clear refusal (Box.setup).
                 error = box.unusable = str(exc)
-                failure = exc.failure if broken else Failure.SPEC
+                failure = exc.failure
             yield box
         except TrialFailed as exc:
             error, failure = (error, failure) if error else (str(exc), exc.failure)
@@ -407,8 +408,12 @@ class Box:
                 inv = self.run_free(label, placeholders.expand_all(sub.argv, self.sandbox.values()))
             else:
                 inv = self.run_free(label, self.argv(sub))
-            if not inv.ok:
-                raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.ending()}; {inv.printed()})")
+            if inv.outcome is Outcome.UNKNOWN:  # killed at its deadline (a loaded machine, a hung tool): no answer
+                raise TrialFailed(f"setup command {inv.command()!r} ended without an answer ({inv.ending()}; "
+                                  f"{inv.printed()}): whether the spec fits the tool is unknown", Failure.TOOL)
+            if not inv.ok:  # a clear refusal in a fresh sandbox: the spec asks for what the tool does not do
+                raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.ending()}; {inv.printed()})",
+                                  Failure.SPEC)
         self.settle()  # the experiment starts from the setup's state, not from a lock its processes still hold
 
     def end_all(self) -> None:

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import reap
-from ..errors import SpecError
+from ..errors import InternalError, SpecError
 from ..spec import Spec
+from ..vocab import Failure
 from .postgres import TEMPLATE, PostgresServer, PostgresTrial, binaries
 from ._pgwire import PgError
 from ._resp import RedisError
@@ -83,9 +84,10 @@ class Services:
         if spec.services and spec.services.postgres:
             try:
                 self.postgres = PostgresServer()
-            except ServiceFailed as exc:
-                raise SpecError(f"services.postgres could not start: {exc}", where=str(spec.path),
-                                hint="Run `clirace validate` for what is installed.") from None
+            except ServiceFailed as exc:  # the spec asked for a server the machine has: starting it is clirace's
+                raise InternalError(f"services.postgres could not start on this machine ({exc}): clirace's or this "
+                                    "machine's failure, not the spec's; nothing was run", where=str(spec.path),
+                                    hint="Run `clirace validate` for what is installed.") from None
 
     def for_trial(self, private: Path, marker: str) -> TrialServices:
         return TrialServices(self, private, marker)
@@ -102,6 +104,9 @@ class Services:
         try:
             box.setup(commands)
         except TrialFailed as exc:
+            if exc.failure is not Failure.SPEC:  # no answer (killed at its deadline), or the machine's doing
+                raise InternalError(f"services.postgres.setup, run once against the template database, could not be "
+                                    f"carried out: {exc}; nothing was run", where=str(self.spec.path)) from None
             raise SpecError(f"services.postgres.setup, run once against the template database: {exc}.",
                             where=str(self.spec.path)) from None
         finally:

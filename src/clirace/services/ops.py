@@ -4,11 +4,13 @@ invocation there).
 
 Redis: the commands that read a key, write one from what the client computed, or delete from one; atomic
 read-modify-writes (INCR, LPOP, GETDEL, SET NX) are none of these. PostgreSQL: the table a SELECT reads from, an
-UPDATE or DELETE changes.
+UPDATE or DELETE changes. And what takes a server lock, decided here only: a Redis key set with NX or XX, a
+SELECT ... FOR UPDATE (or SHARE).
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 REDIS_READS = {"GET", "MGET", "HGET", "HMGET", "HGETALL", "HKEYS", "HVALS", "HEXISTS", "LRANGE", "LINDEX", "LLEN",
                "SMEMBERS", "SISMEMBER", "SCARD", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE", "EXISTS", "STRLEN",
@@ -43,3 +45,17 @@ def table(kind: str, sql: str) -> str | None:
 def conditional(words: tuple[str, ...] | list[str]) -> bool:
     """SET ... NX (or XX): the server decides, atomically: a lock or a claim, not a blind write."""
     return any(str(w).upper() in ("NX", "XX") for w in words[3:])
+
+
+# --- server locks: what takes one is decided here only (the hazards and the rendezvous read it) --------------
+_LOCKING_READ = re.compile(r"\bfor\s+(update|share|no\s+key\s+update|key\s+share)\b", re.I)
+
+
+def locking_read(sql: str) -> bool:
+    """SELECT ... FOR UPDATE (or SHARE): the rows read stay locked until the transaction ends."""
+    return bool(_LOCKING_READ.search(sql))
+
+
+def lock_keys(ops: Iterable) -> set[str]:
+    """The Redis keys a command set with NX or XX (ServerOps): locks or claims the server decides, not state."""
+    return {key for op in ops if op.service == "redis" and conditional(op.words) for key in redis_keys(op.words)}

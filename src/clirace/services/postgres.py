@@ -86,6 +86,9 @@ class PostgresServer:
         self.proc: subprocess.Popen | None = None
         try:
             self._start(initdb, postgres, uid, gid)
+        except OSError as exc:  # a binary it may not run, a folder it may not write: this machine's doing
+            self.stop()
+            raise ServiceFailed(f"{type(exc).__name__}: {exc}") from None
         except BaseException:  # a failed start, or Ctrl-C or SIGTERM meanwhile: nothing may be left behind
             self.stop()
             raise

@@ -1,0 +1,50 @@
+"""One reader of /proc/locks (issue 25 item 10): procfs.proc_locks, read by the stopper, the rendezvous and the
+leftover search alike; checked against real processes holding and waiting for a flock."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clirace import procfs, stopper
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "clirace"
+FLOCK = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\n"
+         "sys.stdin.read()\n")
+
+
+def test_only_procfs_reads_proc_locks():
+    readers = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "/proc/locks\")" in p.read_text())
+    assert readers == ["procfs.py"], readers
+
+
+@pytest.mark.timeout(30)
+def test_a_held_flock_and_its_waiter_are_read_from_one_reader(tmp_path):
+    path = tmp_path / "lock"
+    path.touch()
+    holder = subprocess.Popen([sys.executable, "-c", FLOCK, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    waiter = None
+    try:
+        assert holder.stdout.readline() == "held\n"  # readiness: the flock is taken
+        waiter = subprocess.Popen([sys.executable, "-c", FLOCK, str(path)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while waiter.pid not in stopper.lock_waiters():  # the kernel lists it once it blocks in flock()
+            assert time.monotonic() < deadline and waiter.poll() is None, "the waiter never blocked on the flock"
+            time.sleep(0.01)
+        st = os.stat(path)
+        mine = [lock for lock in procfs.proc_locks() if lock.on(st)]
+        assert [(lock.kind, lock.mode, lock.pid, lock.waiting) for lock in mine if not lock.waiting] == \
+            [("FLOCK", "WRITE", holder.pid, False)]
+        assert any(lock.waiting and lock.pid == waiter.pid for lock in mine)
+        assert stopper.lock_held(str(path), "flock")
+        assert ("FLOCK", "WRITE", holder.pid, st.st_dev, st.st_ino) in procfs.kernel_locks()
+    finally:
+        for proc in (holder, waiter):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    assert not stopper.lock_held(str(path), "flock")
