@@ -294,6 +294,10 @@ class Watched:
     cpu_seconds: float  # CPU its processes used meanwhile
     states: tuple[str, ...] = ()  # each process's state at the end (S sleeping, R running, D disk, ...)
     sleeping_in: tuple[str, ...] = ()  # each process's wchan at the end, where the kernel shows it
+    wakes: int = 0  # times its processes went to sleep of their own accord meanwhile (a retry loop wakes often)
+    # What shows it blocked on a lock at the end ("" when nothing does): its lock call, its place in /proc/locks'
+    # waiters, or a retry loop on a file another process holds locked. Idle alone is no proof: a sleep is idle too.
+    blocked: str = ""
 
 
 @dataclass(frozen=True)

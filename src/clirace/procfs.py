@@ -42,6 +42,19 @@ def wchan(pid: int) -> str:
         return ""
 
 
+def voluntary_switches(pid: int) -> int:
+    """How many times `pid` went to sleep of its own accord (/proc/PID/status): a process retrying a lock wakes
+    and sleeps again at every try, one blocked in a single call or a long sleep does not; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def group(pgid: int) -> list[int]:
     """Processes whose process group is `pgid` (each invocation leads its own group)."""
     return [pid for pid in pids() if stat_fields(pid)[2:3] == [str(pgid)]]
@@ -178,10 +191,10 @@ def open_identities(pid: int) -> dict[tuple[int, int], str]:
     return out
 
 
-def kernel_locks() -> list[tuple[str, str, int, int, int]]:
+def kernel_locks(waiters: bool = False) -> list[tuple[str, str, int, int, int]]:
     """The locks the kernel holds, from /proc/locks: (kind FLOCK/POSIX/OFDLCK, mode READ/WRITE, the pid that took
-    it, st_dev, st_ino). Waiters ("->" lines) are left out. A flock names the process that called flock(), which
-    may have exited while a child that inherited the fd keeps the lock."""
+    it, st_dev, st_ino); with `waiters`, the processes blocked waiting for one ("->" lines) instead. A flock names
+    the process that called flock(), which may have exited while a child that inherited the fd keeps the lock."""
     try:
         with open("/proc/locks") as handle:
             lines = handle.read().splitlines()
@@ -190,7 +203,11 @@ def kernel_locks() -> list[tuple[str, str, int, int, int]]:
     out = []
     for line in lines:
         fields = line.split()
-        if len(fields) < 6 or fields[1] == "->":
+        if (fields[1:2] == ["->"]) != waiters:
+            continue
+        if waiters:
+            fields = fields[:1] + fields[2:]
+        if len(fields) < 6:
             continue
         try:
             major, minor, ino = fields[5].split(":")
