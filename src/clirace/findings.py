@@ -80,10 +80,14 @@ class Verdict:
     findings: list[Finding] = field(default_factory=list)
     hint: str = ""
     rates: dict[str, Any] = field(default_factory=dict)
+    # Finding codes this check can emit that it did not examine in this run, each with why (a config that did not
+    # parse was never looked into for lost keys): their absence proves nothing, and `diff` says undecided.
+    unexamined: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint,
-                "rates": self.rates, "findings": [f.to_dict() for f in self.findings]}
+                "rates": self.rates, "findings": [f.to_dict() for f in self.findings],
+                "not_examined": dict(self.unexamined)}
 
 
 def not_tested(check: str, why: str, hint: str = "") -> Verdict:
