@@ -12,7 +12,7 @@ from clirace.history import ConfigSnapshot, KeysRound, LockConflict
 from clirace.pipeline import judge
 from clirace.vocab import ConfigFormat, EventKind
 
-from .histories import event, history, inv
+from .histories import event, history, inv, saveable
 
 
 def keys_round(lost: bool, round_: int = 0) -> KeysRound:
@@ -30,7 +30,7 @@ def keys_history(lost_in: int, rounds: int):
 def saved(tmp_path):
     def save(name, h):
         path = tmp_path / f"{name}.history.json"
-        h.save(path)
+        saveable(h).save(path)
         return path
     return save
 
