@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .catalogue import rules
 from .checks._common import CONFIDENCE, detection_bound
 from .errors import UsageError
 
@@ -152,23 +153,32 @@ def _rounds(check: dict[str, Any] | None) -> tuple[int, int] | None:
     return int(rates["rounds"]), int(rates.get("failed_rounds", 0))
 
 
-def _fixed_detail(old: Snapshot, new: Snapshot, check_id: str) -> tuple[str, str]:
-    """(status, detail) of a finding code seen before and not now."""
+def _racing(check: dict[str, Any] | None) -> int | None:
+    """The rounds of a check that could race (results from before racing_rounds: all its rounds)."""
+    rates = (check or {}).get("rates") or {}
+    return int(rates.get("racing_rounds", rates["rounds"])) if "rounds" in rates else None
+
+
+def _fixed_detail(old: Snapshot, new: Snapshot, code: str, check_id: str) -> tuple[str, str]:
+    """(status, detail) of a finding code seen before and not now: fixed only when the check looked for it in
+    rounds that raced."""
     now = new.checks.get(check_id) or {}
     status = now.get("status", "")
     if status not in ("pass", "fail"):
         return UNDECIDED, f"not seen now, but {check_id} did not decide: {now.get('summary') or 'it did not run'}"
+    if code in (now.get("not_examined") or {}):
+        return UNDECIDED, f"not seen now, but {check_id} did not examine it: {now['not_examined'][code]}"
     before, after = _rounds(old.checks.get(check_id)), _rounds(now)
     if after is None:
         return FIXED, f"seen before; not now ({check_id} {'passed' if status == 'pass' else 'still fails'})"
-    rounds, failed = after
+    rounds, racing = after[0], _racing(now) or 0
     said = f"failed {before[1]} of {before[0]} rounds before; " if before else ""
-    said += f"0 of {rounds} now"
+    said += f"0 of {rounds} now" + (f", {racing} of which raced" if racing != rounds else "")
     if status == "fail":
         return FIXED, said + f" ({check_id} still fails with other findings)"
-    bound = detection_bound(rounds, 0, new.confidence) if rounds else None
+    bound = detection_bound(racing, 0, new.confidence) if racing else None
     if bound is None:
-        return UNDECIDED, said + ": no round was judged"
+        return UNDECIDED, said + ": no round that raced was judged"
     return FIXED, said + (f": a race showing in {percent(bound)} of rounds or more would have shown with "
                           f"probability >= {percent(new.confidence)}")
 
@@ -188,8 +198,14 @@ def compare(old: Snapshot, new: Snapshot) -> Comparison:
             out.changes.append(Change(code, name, NEW, "not seen before" + (" (advisory)" if advisory else ""),
                                       regression=not advisory))
         else:
-            status, detail = _fixed_detail(old, new, check_id)
+            status, detail = _fixed_detail(old, new, code, check_id)
             out.changes.append(Change(code, name, status, detail))
+    listed = {c.subject for c in out.changes}
+    for check_id, check in new.checks.items():  # a code looked for in neither run is not "absent" either
+        for code, why in sorted((check.get("not_examined") or {}).items()):
+            if code not in listed:
+                out.changes.append(Change(code, rules().get(code, {}).get("name", ""), UNDECIDED,
+                                          f"{check_id} did not examine it now: {why}"))
     for criterion in list(dict.fromkeys([*new.criteria, *old.criteria])):
         before, now = old.criteria.get(criterion, "absent"), new.criteria.get(criterion, "absent")
         detail = f"{before} -> {now}" if before != now else f"{now}, as before"
@@ -207,11 +223,11 @@ def compare(old: Snapshot, new: Snapshot) -> Comparison:
         out.notes.append(f"the two runs checked different specs ({old.spec or '?'} and {new.spec or '?'})")
     if new.rate is not None:
         for check_id, check in new.checks.items():
-            judged = _rounds(check)
-            if check.get("status") != "pass" or not judged or not judged[0]:
+            racing = _racing(check)
+            if check.get("status") != "pass" or not racing:
                 continue
-            bound = detection_bound(judged[0], 0, new.confidence)
+            bound = detection_bound(racing, 0, new.confidence)
             if bound is not None and bound > new.rate + 1e-12:
                 out.notes.append(f"{check_id}: its bound ({percent(bound)}) is above the --rate asked for "
-                                 f"({percent(new.rate)}): some rounds could not be judged")
+                                 f"({percent(new.rate)}): some rounds could not be judged or could not race")
     return out

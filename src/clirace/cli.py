@@ -1,4 +1,5 @@
 """`clirace` on the command line. Exit codes: 0 the gate passed (or --exit-zero), 1 it failed (silent corruption,
+no-silent-corruption not decided without --allow-undecided,
 a score below --min-score, a regression against --baseline; `diff`: a regression), 2 bad spec, option or path,
 3 internal error, 4 what the check made could not all be removed, 130 interrupted (Ctrl-C), 143 terminated
 (SIGTERM). See gate.py."""
@@ -33,6 +34,8 @@ OUTPUT_HELP = "Write the --format report to this file instead of stdout."
 MIN_SCORE_HELP = "The gate also fails below this score (default: [tool.clirace] min-score, else 0)."
 EXIT_ZERO_HELP = ("Exit 0 even when the gate fails (silent corruption, a score below --min-score, a regression); "
                   "the reports still say it failed.")
+ALLOW_UNDECIDED_HELP = ("Let the gate pass when no-silent-corruption was not decided (undecided, or not tested: a "
+                        "spec without workloads); the gate line still says it was not decided.")
 OUTSIDE_HELP = "Accept spec paths outside the trial's sandbox (the real home, /tmp, any literal absolute path)."
 COLOR_HELP = "Colour in the text report: auto (a terminal; NO_COLOR and FORCE_COLOR are honoured), always, never."
 SPECS_HELP = ("Spec files, or directories holding clirace.yaml or *.clirace.yaml files (default: [tool.clirace] "
@@ -45,6 +48,7 @@ def check(
     format: Format = typer.Option("text", "--format", "-f", help=FORMAT_HELP),
     min_score: Optional[int] = typer.Option(None, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
     exit_zero: bool = typer.Option(False, "--exit-zero", help=EXIT_ZERO_HELP),
+    allow_undecided: bool = typer.Option(False, "--allow-undecided", help=ALLOW_UNDECIDED_HELP),
     baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved --format json result or --history): each finding and criterion fixed, new, still or undecided; a regression fails the gate."),
     confidence: Optional[float] = typer.Option(None, "--confidence", metavar="C", help="With --rate R: run enough rounds that a race showing in R of rounds would have shown with probability >= C (e.g. 0.99)."),
     rate: Optional[float] = typer.Option(None, "--rate", metavar="R", help="See --confidence (e.g. 0.1: 44 rounds at 0.99)."),
@@ -64,8 +68,8 @@ def check(
     color: Color = typer.Option("auto", "--color", help=COLOR_HELP),
 ):
     """Check the tools described by SPECS and print each one's §15 score with the evidence. Exit 0 when the gate
-    passes, 1 when it fails (silent corruption, a score below --min-score, a regression against --baseline),
-    2 for a bad spec or option."""
+    passes, 1 when it fails (silent corruption, or no-silent-corruption not decided without --allow-undecided, a
+    score below --min-score, a regression against --baseline), 2 for a bad spec or option."""
     from . import _pyproject
     from .options import Options
     from .sandbox import adopt_orphans
@@ -119,7 +123,7 @@ def check(
         signals.deferred()
         for item in items:
             if hasattr(item, "score"):
-                _gate(item, min_score, exit_zero, old)
+                _gate(item, min_score, exit_zero, old, allow_undecided)
         _emit(items, outputs, pinned)
     if signals.received is not None:
         print(f"clirace: {'interrupted' if signals.received == signal.SIGINT else 'terminated'} while writing "
@@ -127,11 +131,11 @@ def check(
     raise typer.Exit(signals.exit_code(_exit_code(items)))
 
 
-def _gate(result, min_score: int, exit_zero: bool, old) -> None:
+def _gate(result, min_score: int, exit_zero: bool, old, allow_undecided: bool = False) -> None:
     from . import baseline, gate
     if old is not None:
         result.comparison = baseline.compare(old, baseline.of_result(result))
-    result.gate = gate.evaluate(result, min_score, exit_zero, result.comparison)
+    result.gate = gate.evaluate(result, min_score, exit_zero, result.comparison, allow_undecided)
 
 
 def _exit_code(items, judged: bool = False) -> int:
@@ -154,6 +158,7 @@ def judge(
     format: Format = typer.Option("text", "--format", "-f", help=FORMAT_HELP),
     min_score: Optional[int] = typer.Option(None, "--min-score", min=0, max=3, help=MIN_SCORE_HELP),
     exit_zero: bool = typer.Option(False, "--exit-zero", help=EXIT_ZERO_HELP),
+    allow_undecided: bool = typer.Option(False, "--allow-undecided", help=ALLOW_UNDECIDED_HELP),
     baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved JSON result or history)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help=OUTPUT_HELP),
     report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
@@ -175,7 +180,7 @@ def judge(
     with _pinned(outputs, list(histories)) as pinned:
         try:
             item = judge_history(merge([History.load(h) for h in histories], [str(h) for h in histories]))
-            _gate(item, min_score, exit_zero, old)
+            _gate(item, min_score, exit_zero, old, allow_undecided)
         except errors.HistoryError as exc:
             if not outputs.paths() and outputs.format == "text":
                 raise

@@ -86,6 +86,9 @@ class Verdict:
     rates: dict[str, Any] = field(default_factory=dict)
     clirace_failed: str = ""  # the check itself raised (a bug in clirace): unknown, and the run exits 3
     read: tuple[str, ...] = ()  # the records a pass rests on ("lock-conflict: NAME (round 1)"), one at least
+    # Finding codes this check can emit that it did not examine in this run, each with why (a config that did not
+    # parse was never looked into for lost keys): their absence proves nothing, and `diff` says undecided.
+    unexamined: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """One owner per failure, checked: no FAIL without a non-advisory finding that carries its evidence (the
@@ -99,7 +102,8 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "status": self.status.value, "summary": self.summary, "hint": self.hint,
-                "rates": self.rates, "read": list(self.read), "findings": [f.to_dict() for f in self.findings]}
+                "rates": self.rates, "read": list(self.read), "findings": [f.to_dict() for f in self.findings],
+                "not_examined": dict(self.unexamined)}
 
 
 def not_tested(check: str, why: str, hint: str = "") -> Verdict:

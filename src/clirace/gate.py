@@ -4,7 +4,8 @@ text and Markdown reports).
 
 It fails on any silent-corruption finding (whatever --min-score says), on a score below --min-score, and, with
 a baseline, on a regression: a new finding that is not advisory, a lower score, a criterion that went from
-pass to fail. `--exit-zero` (named as ruff, flake8 and pylint name theirs) keeps the gate's verdict in the
+pass to fail. It never claims what was not decided: when no-silent-corruption is undecided or was not tested
+(a spec with only a lock section), the gate line says so and the gate fails, unless `--allow-undecided`. `--exit-zero` (named as ruff, flake8 and pylint name theirs) keeps the gate's verdict in the
 reports but does not enforce it: the exit status is 0 unless clirace itself could not run.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import EXIT_BELOW_MIN_SCORE, EXIT_OK
+from .findings import FAIL, NOT_TESTED, PASS
 
 EXIT_GATE_FAILED = EXIT_BELOW_MIN_SCORE  # one exit status for every reason the gate fails (README, Exit codes)
 
@@ -44,23 +46,40 @@ class Gate:
         return {"threshold": self.threshold, "passed": self.passed, "enforced": self.enforced, "why": self.why}
 
 
-def evaluate(result, min_score: int = 0, exit_zero: bool = False, comparison=None) -> Gate:
+CORRUPTION = "no-silent-corruption"
+
+
+def evaluate(result, min_score: int = 0, exit_zero: bool = False, comparison=None,
+             allow_undecided: bool = False) -> Gate:
     """The gate for `result` (a pipeline.Result) under the user's options and an optional baseline comparison."""
     score = result.score.score
     failures = []
     corrupt = sorted({f"{f.code} {f.rule['name']}" for f in result.findings() if f.severity == "corruption"})
     if corrupt:
         failures.append(f"silent corruption was found ({', '.join(corrupt)})")
+    undecided = "" if corrupt else _undecided(result)
+    if undecided and not allow_undecided:
+        failures.append(undecided)
     if score < min_score:
         failures.append(f"score {score} is below --min-score {min_score}")
     if comparison is not None and comparison.regressions():
         failures.append(f"regression against the baseline: {'; '.join(comparison.regressions())}")
     if failures:
         return Gate(min_score, False, "; ".join(failures), not exit_zero)
-    passed = [f"no silent corruption, score {score} >= --min-score {min_score}"]
+    passed = [f"{undecided} (allowed by --allow-undecided)" if undecided else "no silent corruption",
+              f"score {score} >= --min-score {min_score}"]
     if comparison is not None:
         passed.append("no regression against the baseline")
     return Gate(min_score, True, "; ".join(passed), not exit_zero)
+
+
+def _undecided(result) -> str:
+    """What the gate says when no-silent-corruption was neither passed nor failed, else ""."""
+    criterion = next((c for c in result.criteria if c.id == CORRUPTION), None)
+    if criterion is None or criterion.status in (PASS, FAIL):
+        return ""
+    how = "was not tested" if criterion.status == NOT_TESTED else "is undecided"
+    return f"{CORRUPTION} {how}, so silent corruption was not ruled out ({criterion.evidence})"
 
 
 def of(result) -> Gate:

@@ -298,6 +298,10 @@ class Watched:
     cpu_seconds: float  # CPU its processes used meanwhile
     states: tuple[str, ...] = ()  # each process's state at the end (S sleeping, R running, D disk, ...)
     sleeping_in: tuple[str, ...] = ()  # each process's wchan at the end, where the kernel shows it
+    wakes: int = 0  # times its processes went to sleep of their own accord meanwhile (a retry loop wakes often)
+    # What shows it blocked on a lock at the end ("" when nothing does): its lock call, its place in /proc/locks'
+    # waiters, or a retry loop on a file another process holds locked. Idle alone is no proof: a sleep is idle too.
+    blocked: str = ""
 
 
 @dataclass(frozen=True)
@@ -504,7 +508,9 @@ class History:
     trials: list[Trial] = field(default_factory=list)
     kept: str | None = None  # where the sandboxes were kept (--keep)
     not_removed: tuple[str, ...] = ()  # what clirace made and could not remove, each "PATH: why"
-    plan: tuple[Planned, ...] | None = None  # what the run set out to do (None: a history from before plans)
+    # What the run set out to do, written before anything ran. Required in a saved history (History.from_json
+    # refuses one without); None only in a history built in memory that was never saved.
+    plan: tuple[Planned, ...] | None = None
     stopped: str = ""  # why the run ended before its plan was done ("interrupted (Ctrl-C) during ...")
 
     def of(self, kind: type[T]) -> list[T]:
@@ -569,6 +575,12 @@ class History:
                 f"this history is version {version!r}; this clirace ({_version()}) reads version {VERSION} only.",
                 where=where, hint="Run the check again with this clirace to get a history it can judge "
                                   "(`clirace check SPEC --history FILE`).")
+        if data.get("plan") is None:  # a plan is part of this version: without it a missing record reads as unasked
+            raise HistoryError(
+                "this history has no plan ($.plan): without it clirace cannot tell an experiment that never ran "
+                "from one the spec does not ask for, so it judges no history without one.", where=where,
+                hint="Run the check again with this clirace to get a history it can judge "
+                     "(`clirace check SPEC --history FILE`).")
         try:
             trials = []
             for n, item in enumerate(_expect(data, "trials", list, "$")):

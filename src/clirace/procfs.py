@@ -43,6 +43,19 @@ def wchan(pid: int) -> str:
         return ""
 
 
+def voluntary_switches(pid: int) -> int:
+    """How many times `pid` went to sleep of its own accord (/proc/PID/status): a process retrying a lock wakes
+    and sleeps again at every try, one blocked in a single call or a long sleep does not; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def group(pgid: int) -> list[int]:
     """Processes whose process group is `pgid` (each invocation leads its own group)."""
     return [pid for pid in pids() if stat_fields(pid)[2:3] == [str(pgid)]]
@@ -218,9 +231,10 @@ def proc_locks() -> list[KernelLock]:
     return out
 
 
-def kernel_locks() -> list[tuple[str, str, int, int, int]]:
-    """The locks the kernel holds (waiters left out): (kind, mode, the pid that took it, st_dev, st_ino)."""
-    return [(lock.kind, lock.mode, lock.pid, lock.dev, lock.ino) for lock in proc_locks() if not lock.waiting]
+def kernel_locks(waiters: bool = False) -> list[tuple[str, str, int, int, int]]:
+    """The locks the kernel holds (kind, mode, the pid that took it, st_dev, st_ino); with `waiters`, the
+    processes blocked waiting for one instead."""
+    return [(lock.kind, lock.mode, lock.pid, lock.dev, lock.ino) for lock in proc_locks() if lock.waiting == waiters]
 
 
 def alive(pid: int) -> bool:

@@ -74,16 +74,47 @@ class Usage:
         self.pgid = pgid
         self.started = time.monotonic()
         self.cpu = self._cpu()
+        self.switches = self._switches()
 
     def _cpu(self) -> int:
         return sum(cpu_ns(pid) for pid in procfs.group(self.pgid))
 
+    def _switches(self) -> dict[int, int]:
+        return {pid: procfs.voluntary_switches(pid) for pid in procfs.group(self.pgid)}
+
     def read(self) -> Watched:
         members = procfs.group(self.pgid)
         states = tuple((procfs.stat_fields(pid)[:1] or ["?"])[0] for pid in members)
+        wakes = sum(max(0, count - self.switches.get(pid, 0)) for pid, count in self._switches().items())
         return Watched(seconds=round(time.monotonic() - self.started, 3),
                        cpu_seconds=round(max(0, self._cpu() - self.cpu) / 1e9, 4), states=states,
-                       sleeping_in=tuple(procfs.wchan(pid) for pid in members))
+                       sleeping_in=tuple(procfs.wchan(pid) for pid in members), wakes=wakes,
+                       blocked=blocked_on_lock(members, wakes))
+
+
+RETRY_WAKES = 10  # wakes over a follow (at least FOLLOW_MIN s) that make a sleeping process a retry loop, not a sleep
+
+
+def blocked_on_lock(members: list[int], wakes: int) -> str:
+    """What shows one of `members` blocked on a kernel lock another process holds, "" when nothing does: blocked
+    in its lock call (/proc/PID/syscall, or wchan in the kernel's lock wait); listed among /proc/locks' waiters;
+    or a retry loop on the lock: it has a file open that another process holds locked (SQLite's busy loop on
+    its database, a lock file polled with LOCK_NB) and woke RETRY_WAKES times or more meanwhile. A process
+    asleep for one long sleep or network call shows none of these."""
+    for pid in members:
+        if how := procfs.waits_for_lock(pid):
+            return f"process {pid} was blocked in {how}, waiting for the lock"
+    waiting = {pid for _kind, _mode, pid, _dev, _ino in procfs.kernel_locks(waiters=True)}
+    if found := next((pid for pid in members if pid in waiting), None):
+        return f"process {found} was listed in /proc/locks waiting for the lock"
+    held = {(dev, ino) for _kind, _mode, taker, dev, ino in procfs.kernel_locks() if taker not in members}
+    if wakes >= RETRY_WAKES:
+        for pid in members:
+            locked = [path for identity, path in procfs.open_identities(pid).items() if identity in held]
+            if locked:
+                return (f"process {pid} kept {locked[0]} open, which another process held locked, and woke {wakes} "
+                        "times meanwhile: retrying the lock")
+    return ""
 
 
 def idle(watched: Watched) -> bool:

@@ -29,6 +29,21 @@ def test_a_slow_but_locked_contender_and_a_slow_unlocked_one_are_told_apart():
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_an_unlocked_contender_asleep_past_the_lock_is_not_shown_blocked_and_a_locked_one_is():
+    """Both are still running when the lock is let go, asleep, using no CPU. Idle is no proof: the one that only
+    sleeps (a back-off, no lock) is undecided or failed, never passed; the one blocked in its fcntl lock call
+    passes on that."""
+    unlocked, found = checks("sleeps-unlocked", "--only", "lock-excludes")
+    excludes = unlocked["lock-excludes"]
+    assert excludes["status"] in ("unknown", "fail"), excludes
+    assert excludes["status"] == "fail" or "nothing showed it blocked on the lock" in excludes["summary"], excludes
+    waits = check_json(FIXTURES / "lock-own-config" / "take.clirace.yaml", "--seed", "1", "--only",
+                       "lock-excludes")["checks"]["lock-excludes"]
+    assert waits["status"] == "pass" and "blocked in fcntl" in waits["summary"], waits
+
+
+@pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_a_contender_that_answers_after_the_prompt_has_its_answer_in_the_report():
     result, found = checks("late-answer", *LOCK_CONFLICT)

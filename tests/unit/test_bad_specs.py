@@ -347,7 +347,7 @@ def test_cli_allow_outside_sandbox(tmp_path):
     refused = run_check(spec, tmp_path)
     assert refused.returncode == 2 and OUTSIDE in refused.stderr, refused.stderr
     allowed = run_check(spec, tmp_path, OUTSIDE, "--format", "json", "--no-strace")
-    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.returncode == 1, allowed.stderr  # the gate: no-silent-corruption was not tested
     assert "Traceback" not in allowed.stdout + allowed.stderr
     assert '"score"' in allowed.stdout
 

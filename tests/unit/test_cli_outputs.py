@@ -14,13 +14,14 @@ from clirace.errors import UsageError
 from clirace.pipeline import judge
 
 from ..conftest import FIXTURES, run_clirace
+from .histories import saveable
 from .hostile import hostile_history
 
 
 @pytest.fixture
 def saved(tmp_path):
     path = tmp_path / "h.json"
-    hostile_history().save(path)
+    saveable(hostile_history()).save(path)
     return path
 
 

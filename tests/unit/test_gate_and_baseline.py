@@ -8,11 +8,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from clirace import baseline, cli, gate
-from clirace.history import ConfigSnapshot, KeysRound
+from clirace.history import ConfigSnapshot, KeysRound, LockConflict
 from clirace.pipeline import judge
-from clirace.vocab import ConfigFormat
+from clirace.vocab import ConfigFormat, EventKind
 
-from .histories import history, inv
+from .histories import event, history, inv, saveable
 
 
 def keys_round(lost: bool, round_: int = 0) -> KeysRound:
@@ -30,7 +30,7 @@ def keys_history(lost_in: int, rounds: int):
 def saved(tmp_path):
     def save(name, h):
         path = tmp_path / f"{name}.history.json"
-        h.save(path)
+        saveable(h).save(path)
         return path
     return save
 
@@ -54,6 +54,32 @@ def test_corruption_fails_the_gate_without_any_option_and_exit_zero_only_stops_e
     assert gate.evaluate(clean).passed
     below = gate.evaluate(clean, min_score=2)
     assert not below.passed and "below --min-score 2" in below.why
+
+
+def lock_only_history():
+    """A spec with only a lock section: the contender refused while the lock was held, nothing else run."""
+    contender = inv("contender", 1, stdout='{"ok": false, "error": {"code": "LOCK_HELD", "retry_after_ms": 50}}')
+    return history(LockConflict(invocations=(contender,), events=(event(EventKind.HELD, 0.0),), prompt=5.0))
+
+
+def test_a_run_that_never_decided_no_silent_corruption_says_so_and_fails_the_gate_unless_allowed():
+    result = judge(lock_only_history())
+    undecided = gate.evaluate(result)
+    assert not undecided.passed and undecided.exit_code == 1, undecided
+    assert "no-silent-corruption was not tested, so silent corruption was not ruled out" in undecided.line()
+    allowed = gate.evaluate(result, allow_undecided=True)
+    assert allowed.passed and allowed.exit_code == 0 and "not ruled out" in allowed.why, allowed
+    assert "no silent corruption" not in allowed.why  # never claimed
+    assert gate.evaluate(result, exit_zero=True).exit_code == 0
+
+
+def test_the_command_line_gate_fails_on_an_undecided_criterion_and_allow_undecided_lets_it_pass(
+        monkeypatch, capsys, saved):
+    path = saved("lock-only", lock_only_history())
+    code, out, _ = run_main(monkeypatch, capsys, "judge", path)
+    assert code == 1 and "clirace gate failed: no-silent-corruption was not tested" in out, out
+    code, out, _ = run_main(monkeypatch, capsys, "judge", path, "--allow-undecided")
+    assert code == 0 and "clirace gate passed: no-silent-corruption was not tested" in out, out
 
 
 def test_every_format_shows_a_failed_gate(monkeypatch, capsys, saved, tmp_path):
@@ -106,6 +132,41 @@ def test_a_finding_gone_because_its_check_did_not_decide_is_undecided_not_fixed(
     after = baseline.of_result(judge(history()))  # the keys workload did not run at all
     change = next(c for c in baseline.compare(before, after).changes if c.subject == "CR111")
     assert change.status == "undecided" and "did not decide" in change.detail
+
+
+def unparseable_round(round_: int = 0) -> KeysRound:
+    return KeysRound(round=round_, invocations=(inv("set-0"), inv("set-1")),
+                     keys={f"set-{i}": (f"k{i}", f"v{i}") for i in range(2)},
+                     config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", '{"k0": "v0", "k1'))
+
+
+def test_a_code_the_check_never_examined_is_undecided_in_the_diff_not_fixed(monkeypatch, capsys, saved):
+    torn = judge(history(*(unparseable_round(n) for n in range(3))))
+    keys = torn.verdicts["keys"]
+    assert [f.code for f in keys.findings] == ["CR113"] * 3 and set(keys.unexamined) == {"CR111", "CR112", "CR114"}
+    lost, clean = baseline.of_result(judge(keys_history(3, 3))), baseline.of_result(judge(keys_history(0, 3)))
+    for old in (lost, clean):
+        change = next(c for c in baseline.compare(old, baseline.of_result(torn)).changes if c.subject == "CR111")
+        assert change.status == "undecided" and "did not examine it" in change.detail, change
+    code, out, _ = run_main(monkeypatch, capsys, "diff", saved("clean", keys_history(0, 3)),
+                            saved("torn", history(*(unparseable_round(n) for n in range(3)))))
+    assert any(line.split()[:2] == ["undecided", "CR111"] for line in out.splitlines()), out
+
+
+def test_a_round_that_could_not_race_counts_in_no_bound_and_the_pass_says_so():
+    alone = KeysRound(round=3, invocations=(inv("set-0"), inv("set-1", 1)), keys={"set-0": ("k0", "v0"),
+                      "set-1": ("k1", "v1")}, config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", '{"k0": "v0"}'))
+    one_after_another = KeysRound(round=4, invocations=(inv("set-0"), inv("set-1", started=0.1, ended=0.2)),
+                                  keys={f"set-{i}": (f"k{i}", f"v{i}") for i in range(2)},
+                                  config=ConfigSnapshot("c", ConfigFormat.JSON, "{key}", '{"k0": "v0", "k1": "v1"}'))
+    keys = judge(history(*(keys_round(False, n) for n in range(3)), alone, one_after_another)).verdicts["keys"]
+    assert keys.status == "pass" and keys.rates["rounds"] == 5 and keys.rates["racing_rounds"] == 3, keys.rates
+    assert keys.rates["bound"] == baseline.detection_bound(3, 0)
+    assert "2 of 5 rounds could not race" in keys.summary and "1 invocation(s) exited 0" in keys.summary, keys.summary
+    before = baseline.of_result(judge(keys_history(3, 3)))
+    after = baseline.of_result(judge(history(alone, one_after_another)))
+    change = next(c for c in baseline.compare(before, after).changes if c.subject == "CR111")
+    assert change.status == "undecided" and "0 of 2 now, 0 of which raced" in change.detail, change
 
 
 def test_diff_on_saved_histories_and_results(monkeypatch, capsys, saved, tmp_path):

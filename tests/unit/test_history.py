@@ -11,7 +11,7 @@ from clirace.history import ConfigSnapshot, History, KeysRound, LockConflict
 from clirace.pipeline import judge
 from clirace.vocab import ConfigFormat, EventKind
 
-from .histories import event, history, inv
+from .histories import event, history, inv, saveable
 
 
 def keys_round(text='{"cliracek0": "v0"}'):
@@ -21,7 +21,7 @@ def keys_round(text='{"cliracek0": "v0"}'):
 
 def saved(tmp_path, h):
     path = tmp_path / "h.json"
-    h.save(path)
+    saveable(h).save(path)
     return path
 
 

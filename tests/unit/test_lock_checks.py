@@ -5,7 +5,7 @@ import json
 import pytest
 
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
-from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun, Watched
+from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun, ServerOp, Watched
 from clirace.lockerror import find_error
 from clirace.vocab import EventKind, HoldMode, Way
 
@@ -238,23 +238,47 @@ def test_a_tool_that_never_waits_is_judged_on_its_prompt_answer():
 
 # --- time judged against the tool itself -------------------------------------------------------------------
 
-def timed(contender, *, waiting=False, cpu=0.0, states=("S",), round_=0):
+def timed(contender, *, waiting=False, cpu=0.0, states=("S",), round_=0, blocked=""):
     """A conflict whose contender had 5 s + 0.5 s alone to answer, then 2.5 s more, watched when still running."""
     trial = conflict(contender, while_held="waiting" if waiting else "exited")
-    watched = Watched(seconds=2.5, cpu_seconds=cpu, states=states, sleeping_in=("do_nanosleep",)) if waiting else None
+    watched = Watched(seconds=2.5, cpu_seconds=cpu, states=states, sleeping_in=("do_nanosleep",),
+                      blocked=blocked) if waiting else None
     return dataclasses.replace(trial, round=round_, alone=0.5, window=5.5, follow=2.5, watched=watched,
                                events=tuple(dataclasses.replace(e, at=8.0) if e.kind is EventKind.RELEASED else e
                                             for e in trial.events))
 
 
-def test_a_contender_still_running_is_waiting_only_when_idle():
+def test_a_contender_still_running_is_waiting_only_when_shown_blocked_on_the_lock():
+    blocked = history(timed(inv("contender", 0, ended=8.3), waiting=True, cpu=0.01,
+                            blocked="process 7 was blocked in flock, waiting for the lock"))
+    v = lock_excludes.check(blocked)
+    assert v.status == "pass" and "5.5 s and 2.5 s more" in v.summary and "blocked in flock" in v.summary
+    assert "asleep in do_nanosleep" in v.summary
+    # Idle is no proof of blocking: a sleep (a backoff, a network call) is idle too.
     idle = history(timed(inv("contender", 0, ended=8.3), waiting=True, cpu=0.01))
     v = lock_excludes.check(idle)
-    assert v.status == "pass" and "5.5 s and 2.5 s more" in v.summary and "asleep in do_nanosleep" in v.summary
+    assert v.status == "unknown" and "nothing showed it blocked on the lock" in v.summary, v
+    assert "/proc/locks" in v.hint
     assert [f.code for f in lock_structured.check(idle).findings] == ["CR207"]
+    assert [f.code for f in lock_structured.check(blocked).findings] == ["CR207"]
     busy = history(timed(inv("contender", 0, ended=8.3), waiting=True, cpu=2.0, states=("R",)))
     v = lock_excludes.check(busy)
     assert v.status == "unknown" and "working, not waiting" in v.summary
+
+
+def test_a_contender_a_server_made_wait_or_that_retried_a_server_lock_was_blocked_and_one_that_asked_once_not():
+    def waiting(*ops):
+        trial = timed(inv("contender", 0, ended=8.3), waiting=True, cpu=0.01)
+        return lock_excludes.check(history(dataclasses.replace(trial, server_ops=ops)))
+
+    clirace = ServerOp("redis", "127.0.0.1:1", 0.1, ("SET", "lock", "clirace-1", "NX", "PX", "30000"))
+    retry = ServerOp("redis", "127.0.0.1:2", 0.5, ("SET", "lock", "me", "NX", "PX", "30000"))
+    v = waiting(clirace, retry, dataclasses.replace(retry, at=0.6))
+    assert v.status == "pass" and "asked the server for the lock 2 times" in v.summary, v
+    assert waiting(clirace, retry).status == "unknown"  # asked once, then slept: a backoff, not a wait
+    advisory = ServerOp("postgres", "41", 0.1, sql="SELECT pg_advisory_lock(7)")
+    v = waiting(advisory, dataclasses.replace(advisory, client="42", at=0.5))
+    assert v.status == "pass" and "made client 42 wait" in v.summary, v
 
 
 def test_a_slow_contender_answering_within_its_own_time_is_prompt_and_an_unlocked_one_is_caught():

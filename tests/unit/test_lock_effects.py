@@ -8,7 +8,7 @@ from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wa
 from clirace.history import Alone, ConfigSnapshot, KeysRound, Leftover, LockConflict, LockWait
 from clirace.vocab import ConfigFormat, EventKind, HoldMode
 
-from .histories import event, history, inv
+from .histories import event, history, inv, saveable
 from .test_lock_checks import ENVELOPE, all_released, conflict, release, waited
 
 OK = '{"ok": true}'
@@ -196,7 +196,7 @@ def test_a_contenders_key_not_found_when_it_runs_alone_is_a_spec_error():
 
 def test_old_histories_without_the_new_fields_still_load():
     from clirace.history import History
-    raw = history(conflict(inv("contender", 4, stdout=ENVELOPE))).to_json()
+    raw = saveable(history(conflict(inv("contender", 4, stdout=ENVELOPE)))).to_json()
     for trial in raw["trials"]:
         for name in ("effects", "effects_config", "leftovers"):
             trial.pop(name)

@@ -1,9 +1,12 @@
 """The plan in the history: a planned experiment whose records are missing is undecided, never passed and never
-"not in the spec"; an interrupted run's judgement lists what did not run; older histories still load."""
+"not in the spec"; an interrupted run's judgement lists what did not run; a history without its plan is refused."""
 import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
+from clirace.errors import HistoryError
 from clirace.history import (
     CounterRound,
     History,
@@ -101,7 +104,7 @@ def test_a_declared_not_run_accounts_for_its_planned_part():
     assert v.status == "not_tested" and "no lock.error_command" in v.summary  # as before plans
 
 
-def test_the_plan_and_the_stop_survive_saving_and_an_older_history_without_them_still_loads(tmp_path: Path):
+def test_the_plan_and_the_stop_survive_saving_and_a_history_without_a_plan_is_refused(tmp_path: Path):
     conflict = LockConflict(invocations=(inv("holder"), inv("contender", 4, stdout="busy")),
                             events=(event(EventKind.HELD, 0.0),))
     h = planned(counted(0), conflict, stopped="interrupted (Ctrl-C) during 'keys: round 1/2'")
@@ -113,9 +116,10 @@ def test_the_plan_and_the_stop_survive_saving_and_an_older_history_without_them_
     del data["plan"], data["stopped"]
     for trial in data["trials"]:
         del trial["failed_by"]
-    old = History.from_json(data)
-    assert old.plan is None and old.stopped == ""
-    assert judge(old).verdicts["lock-excludes"].status == "pass"  # judged on its records, as before plans
+    # Without its plan a missing workload would read "not in the spec" and its criterion pass on the others.
+    with pytest.raises(HistoryError, match=r"this history has no plan \(\$\.plan\)") as refused:
+        History.from_json(data, "old.json")
+    assert refused.value.exit_code == 2 and "clirace check SPEC --history FILE" in refused.value.paragraph()
 
 
 def test_the_plan_of_the_level3_spec_lists_every_experiment_and_only_asks_for_what_only_asks():

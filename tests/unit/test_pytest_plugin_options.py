@@ -6,6 +6,7 @@ import pytest
 from clirace.pipeline import judge
 from clirace.pytest_plugin import UnknownCriterion, _Outcome
 
+from .histories import saveable
 from .test_gate_and_baseline import keys_history
 
 pytest_plugins = ["pytester"]
@@ -34,7 +35,7 @@ def test_an_unknown_criterion_names_the_nearest():
 
 def test_a_failing_assert_score_is_short_and_points_at_the_test(pytester, tmp_path):
     saved = tmp_path / "h.json"
-    keys_history(1, 3).save(saved)
+    saveable(keys_history(1, 3)).save(saved)
     pytester.makepyfile(f"""
         from clirace.history import History
         from clirace.pipeline import judge

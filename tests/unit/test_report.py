@@ -8,7 +8,7 @@ from clirace.pipeline import judge
 from clirace.report import render_text, to_json, to_markdown
 from clirace.report.text import console
 
-from .histories import history, inv
+from .histories import history, inv, saveable
 
 
 def _ops(i):
@@ -52,7 +52,7 @@ def test_a_signal_clirace_sent_does_not_read_as_a_crash_and_survives_a_saved_his
     parked = dataclasses.replace(inv("holder", exit_code=None, signal=9), ended_by="sent by clirace once the trial was over")
     assert parked.ending() == "killed by SIGKILL, sent by clirace once the trial was over"
     assert inv("crashed", exit_code=None, signal=11).ending() == "killed by SIGSEGV"
-    history(LockConflict(invocations=(parked,))).save(tmp_path / "h.json")
+    saveable(history(LockConflict(invocations=(parked,)))).save(tmp_path / "h.json")
     reloaded = History.load(tmp_path / "h.json").trials[0].invocations[0]
     assert reloaded.ending() == parked.ending()
 

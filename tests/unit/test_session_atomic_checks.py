@@ -193,6 +193,29 @@ def test_a_kill_that_landed_elsewhere_is_undecided_never_a_pass():
     assert atomic_config.check(history(sampled(), dataclasses.replace(meant, kill_log=right))).status == "pass"
 
 
+def test_a_kill_on_the_right_call_and_path_but_not_the_count_meant_is_undecided():
+    """The point is the 2nd write to config.json; the log shows the kill on the 1st (another thread's count, an
+    earlier exec's): a whole file then says nothing about the 2nd."""
+    log = '7 write(4</sb/home/.config/t/config.json>, "x", 1) = ?\n7 +++ killed by SIGKILL +++\n'
+    meant = WriterKilled(name="w", invocations=(inv("killed-writer", None, signal=9),),
+                         point=KillPoint("write", 2, "write #2 to config.json itself", "/x/config.json"),
+                         config_path="/sb/home/.config/t/config.json", old='{"a": "1"}', after='{"a": "1"}',
+                         key="k", value="v", kill_log=log)
+    v = atomic_config.check(history(sampled(), meant))
+    assert v.status == "unknown" and "landed on write of /sb/home/.config/t/config.json (its #1" in v.summary, v
+    second = '7 write(4</sb/home/.config/t/config.json>, "x", 1) = 1\n' + log
+    assert atomic_config.check(history(sampled(), dataclasses.replace(meant, kill_log=second))).status == "pass"
+
+
+def test_clirace_s_own_deadline_kill_is_no_landed_kill():
+    """A writer that hung was ended by clirace at its deadline: SIGKILL too, "+++ killed by SIGKILL +++" in the
+    log too, but no injected kill hit it, so the point was never tried."""
+    hung = dataclasses.replace(killed('{"a": "1"}'), events=(),
+                               invocations=(inv("killed-writer", None, signal=9, timed_out=True),))
+    v = atomic_config.check(history(sampled(), KillPointsFound(points=(hung.point,)), hung))
+    assert v.status == "unknown" and "no kill landed" in v.summary, v
+
+
 def test_atomic_needs_enough_samples_and_a_config_seen_to_change():
     for thin in (sampled(samples=5), sampled(contents=1)):
         v = atomic_config.check(history(thin, killed('{"a": "1"}')))

@@ -8,6 +8,7 @@ import pexpect
 from clirace.rubric import load_section
 
 from ..conftest import ROOT, run_clirace
+from .histories import saveable
 from .hostile import hostile_history
 
 IDS = [c["id"] for level in load_section("s15")["levels"] for c in level.get("criteria", [])]
@@ -16,7 +17,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def saved(tmp_path):
     path = tmp_path / "h.json"
-    hostile_history().save(path)
+    saveable(hostile_history()).save(path)
     return path
 
 

@@ -13,7 +13,7 @@ from clirace.pipeline import judge
 from clirace.report import RENDERERS
 from clirace.vocab import EventKind, HoldMode
 
-from .histories import event, history, inv
+from .histories import event, history, inv, saveable
 from .test_lock_checks import ENVELOPE, waited
 
 DEEP = '{"a":' * 30_000
@@ -62,7 +62,7 @@ def test_an_error_cut_at_the_history_cap_decides_nothing_it_could_not_decide_who
 
 def test_a_saved_history_with_invalid_text_judges_and_renders_in_every_format(tmp_path):
     h = conflict(inv("contender", 4, stdout="\udcff\udc80 not utf-8 \ud800", stderr="\x00\x1b[31m"))
-    h.save(tmp_path / "h.json")
+    saveable(h).save(tmp_path / "h.json")
     result = judge(History.load(tmp_path / "h.json"))
     assert result.verdicts["lock-error-structured"].status == "fail"
     for name, render in RENDERERS.items():

@@ -103,12 +103,16 @@ def parallel_rounds(history: History, kind: type[W]) -> list[W]:
 
 def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[[R], list[Finding]],
                         describe_pass: Callable[[list[R]], str], tally: Callable[[list[Finding]], str] | None = None,
-                        prefix: str | None = None, undecided: str | None = None) -> Verdict:
+                        prefix: str | None = None, undecided: str | None = None,
+                        blind: dict[str, tuple[str, ...]] | None = None) -> Verdict:
     """Judge each trial with `judge_one(trial) -> list[Finding]`; any finding fails, errors make it unknown.
 
     The summary says in how many rounds it failed, so a race seen once in five rounds reads as such.
     `prefix` names the parallel invocations (e.g. "inc-"): if none of them ever exited 0 there is nothing
-    to judge, and the verdict is unknown rather than a vacuous pass.
+    to judge, and the verdict is unknown rather than a vacuous pass. Only rounds that raced count in the
+    detection bound (`could_not_race`): a round where nothing could be lost is empty evidence, as Elle's
+    empty graph is. `blind` maps a finding code to the codes a round holding it did not examine (a config that
+    did not parse was never looked into for lost keys): the verdict lists them as not examined.
     """
     if not trials:
         return Verdict(check_id, NOT_APPLICABLE, "no such workload in the spec")
@@ -119,6 +123,7 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
     failed_rounds: list[R] = []
     errors: list[str] = []
     judged: list[R] = []
+    unexamined: dict[str, str] = {}
     hint = "Fix the spec or the tool so that the trial can run (see the error)."
     for trial in trials:
         if trial.error:
@@ -134,6 +139,10 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
         if any(not f.advisory for f in mine):
             failed_rounds.append(trial)
         findings.extend(mine)
+        for f in mine:
+            for code in (blind or {}).get(f.code, ()):
+                unexamined.setdefault(code, f"{f.code} in round {trial.round + 1}: {one_line(f.message(), 160)}")
+    racing = [t for t in judged if not could_not_race(t, prefix)]
 
     def amplified(t: Trial) -> bool:
         return isinstance(t, WorkloadRound) and t.amplified and t.rendezvous is None
@@ -145,9 +154,11 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
     rates = {"rounds": len(judged), "failed_rounds": len(failed_rounds), "amplified_rounds": n_amplified,
              "failed_amplified_rounds": sum(1 for t in failed_rounds if amplified(t)),
              "rendezvous_rounds": n_met, "failed_rendezvous_rounds": sum(1 for t in failed_rounds if met(t)),
-             "bound": detection_bound(len(judged), len(failed_rounds))}
+             "racing_rounds": len(racing),
+             "bound": detection_bound(len(racing), sum(1 for t in failed_rounds if t in racing))}
     how = ", ".join([f"{n_amplified} of them amplified" if n_amplified else "none amplified"]
-                    + ([f"{n_met} at a rendezvous inside the race window"] if n_met else []))
+                    + ([f"{n_met} at a rendezvous inside the race window"] if n_met else [])
+                    + ([_not_raced(judged, racing, prefix)] if len(racing) < len(judged) else []))
     if failed_rounds:
         first = next(f for f in findings if not f.advisory)
         what = tally(findings) if tally else first.message()
@@ -157,7 +168,7 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
             which = (f"round {numbers[0]}" if len(numbers) == 1 else
                      f"rounds {', '.join(numbers[:-1])} and {numbers[-1]}")
             summary += f"; non-deterministic: {which} failed, the others passed"
-        return Verdict(check_id, FAIL, summary, findings, rates=rates)
+        return Verdict(check_id, FAIL, summary, findings, rates=rates, unexamined=unexamined)
     if errors:
         return Verdict(check_id, UNKNOWN, f"could not decide: {errors[0]}", findings, hint=hint, rates=rates)
     if prefix and judged and not any(ok_count(t, prefix) for t in judged):
@@ -166,7 +177,30 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
                        f"exercised (e.g. {sample.label}: {sample.ending()}; {sample.printed(100)})", findings,
                        hint="Check the workload's run command: it must succeed when run alone.", rates=rates)
     return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}{_bound_text(rates)}",
-                   findings, rates=rates, read=records(judged))
+                   findings, rates=rates, unexamined=unexamined, read=records(judged))
+
+
+def could_not_race(trial: Trial, prefix: str | None) -> str:
+    """Why a round could not race, "" when it could: fewer than two of its parallel invocations (`prefix`)
+    succeeded with their runs overlapping in time (one success alone loses nothing); or a rendezvous where fewer
+    than two invocations met, counting those proved blocked on the tool's lock (released at its cap with one
+    arrival, the others ended without reaching it)."""
+    meeting = trial.rendezvous if isinstance(trial, WorkloadRound) else None
+    if meeting is not None and len(meeting.arrived) + len(meeting.blocked) < 2:
+        return (f"{len(meeting.arrived)} invocation(s) reached the rendezvous, released after "
+                f"{meeting.why_released or '?'}")
+    if prefix:
+        done = sorted((inv for inv in trial.labelled(prefix) if succeeded(inv)), key=lambda inv: inv.started)
+        if not any(later.started < earlier.ended for earlier, later in zip(done, done[1:])):
+            return f"{len(done)} invocation(s) exited 0" + (", none of them while another ran" if len(done) > 1 else "")
+    return ""
+
+
+def _not_raced(judged: Sequence[Trial], racing: Sequence[Trial], prefix: str | None) -> str:
+    """How many rounds could not race, and why the first could not, for the summary."""
+    first = next(t for t in judged if t not in racing)
+    return (f"{len(judged) - len(racing)} of {len(judged)} rounds could not race and count in no bound (round "
+            f"{first.round + 1}: {could_not_race(first, prefix)})")
 
 
 CONFIDENCE = 0.99

@@ -7,10 +7,13 @@ to answer, then was followed a little longer with the lock still held. An outcom
 outlived its window) was run twice; two runs that disagree are flaky, and decide nothing."""
 from __future__ import annotations
 
+import re
+
 from ..findings import NOT_TESTED, UNKNOWN, Finding, Verdict
 from ..history import History, LockConflict, LockRelease, LockTrial, LockWait, Trial
 from ..lockerror import succeeded
-from ..timing import describe, idle
+from ..services.ops import conditional
+from ..timing import describe
 from ..vocab import EventKind
 from ._common import finding, not_run_verdict, one_line
 from ._effects import effects_lost
@@ -80,13 +83,41 @@ def contender_state(trial: LockConflict) -> str:
     return "exited"
 
 
-def waited(trial: LockConflict) -> tuple[bool, str]:
-    """Whether a contender still running when the holder let go was waiting for the lock, with what the record
-    shows of it: only alive is no proof, a slow tool is alive too; idle (its CPU share) is. Older histories, which
-    did not watch it, count it as waiting, as they were judged then."""
-    if trial.watched is None:
-        return not trial.window, "not watched"
-    return idle(trial.watched), describe(trial.watched)
+def waited(trial: LockConflict) -> tuple[str, str]:
+    """What shows that a contender still running when the holder let go was blocked on the held lock ("" when
+    nothing does), and what the record shows of it. Only alive is no proof, a slow tool is alive too; nor is idle
+    (its CPU share), a sleep or a network call is idle too: the proof is its lock call or its place among the
+    kernel's waiters, a retry loop on the locked file (timing.blocked_on_lock), the parked pipe held open in its
+    lock call, or its lock commands a server made wait or refused again and again. Older histories, which did
+    not watch it, count it as waiting, as they were judged then."""
+    if trial.watched is None and not trial.window:
+        return "not watched", "not watched"
+    seen = trial.event(EventKind.BLOCKED_ON_LOCK, "contender")
+    proof = (seen.detail if seen is not None else trial.watched.blocked if trial.watched else "") \
+        or server_lock_wait(trial)
+    return (proof.replace(trial.sandbox, "{sandbox}") if trial.sandbox else proof), \
+        describe(trial.watched) if trial.watched else "not watched"
+
+
+SERVER_LOCKS = re.compile(r"\bpg_(try_)?advisory(_xact)?_lock\s*\(|\bfor\s+(no\s+key\s+)?update\b", re.I)
+
+
+def server_lock_wait(trial: Trial) -> str:
+    """How the trial's servers saw a client other than clirace's holder wait for the held lock, "" when they did
+    not: a blocking lock statement (pg_advisory_lock, SELECT ... FOR UPDATE), which PostgreSQL makes wait, or a
+    lock asked for again and again (SET ... NX, pg_try_advisory_lock): a retry loop. clirace's holder is the first
+    client to ask for a lock."""
+    asked: dict[str, list[str]] = {}
+    for op in trial.server_ops:
+        if (op.service == "redis" and conditional(op.words)) or (op.sql and SERVER_LOCKS.search(op.sql)):
+            asked.setdefault(op.client, []).append(" ".join(op.words) if op.words else one_line(op.sql, 80))
+    for client, said in list(asked.items())[1:]:
+        blocking = [s for s in said if " NX" not in s.upper() and "_try_" not in s.lower()]
+        if blocking:
+            return f"the server made client {client} wait in {blocking[0]!r} for the lock clirace held"
+        if len(said) >= 2:
+            return f"client {client} asked the server for the lock {len(said)} times ({said[0]!r}): retrying it"
+    return ""
 
 
 def again(history: History) -> str:

@@ -3,8 +3,8 @@
 A check judges the records it finds; only the plan says which records it should have found. A verdict that
 is not a failure stands only when every planned record behind it is there: a run interrupted between two
 rounds, or a scenario that failed outside its trials, leaves the criterion undecided with the reason. A
-failure stands whatever is missing: what was seen was seen. Histories written before plans (`plan` None)
-are judged on their records alone, as they were.
+failure stands whatever is missing: what was seen was seen. A saved history without a plan is refused
+(History.from_json); `plan` None is left only to a history built in memory and never saved.
 """
 from __future__ import annotations
 

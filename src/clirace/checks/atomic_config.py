@@ -72,30 +72,50 @@ def _parsed_or_none(text: str | None, fmt: str) -> Any:
 _KILLED = re.compile(r"^(\d+)\s+\+\+\+ killed by SIGKILL")
 
 
-def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...]] | None:
-    """(call, paths) of the call strace killed the writer at, from its log; None if it killed nothing."""
+KILL_LOG_CAP = 8 * 1024  # what the history keeps of a kill run's log, its end (scenarios/atomic.py)
+
+
+def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...], int] | None:
+    """(call, paths, count) of the call strace killed the writer at, from its log, `count` being its number among
+    that thread's calls of that name in the log (strace counts `when` per thread); None if it killed nothing."""
     lines = trial.kill_log.splitlines()
     for n, line in enumerate(lines):
         killed = _KILLED.match(line)
         if not killed:
             continue
-        for previous in reversed(lines[:n]):
-            tid, _, rest = previous.partition(" ")
+        for at in range(n - 1, -1, -1):
+            tid, _, rest = lines[at].partition(" ")
             if tid == killed.group(1) and "(" in rest:
                 op = parse_line(rest.replace("<unfinished ...>", ") = ?"), "")
                 if op is not None:
-                    return op.call, op.paths
-        return "", ()
+                    count = sum(1 for earlier in lines[:at + 1] if earlier.partition(" ")[0] == tid
+                                and earlier.partition(" ")[2].lstrip().startswith(f"{op.call}("))
+                    return op.call, op.paths, count
+        return "", (), 0
     return None
 
 
-def _landed_where_meant(trial: WriterKilled, call: str, paths: tuple[str, ...]) -> bool:
+def _landed_where_meant(trial: WriterKilled, call: str, paths: tuple[str, ...], count: int) -> bool:
+    """The kill hit the call meant, on the path meant, and the `when`-th of them: a log cut to its end (the
+    history keeps KILL_LOG_CAP) may miss earlier calls, never hold more."""
     assert trial.point is not None
     if call != trial.point.call:
+        return False
+    complete = len(trial.kill_log) < KILL_LOG_CAP
+    if count > trial.point.when or (complete and count != trial.point.when):
         return False
     if trial.point.path:  # numbered among the calls on the config itself
         return trial.config_path in paths
     return any(os.path.dirname(p) == os.path.dirname(trial.config_path) for p in paths)
+
+
+def kill_hit(trial: WriterKilled) -> bool:
+    """Whether clirace's injected kill hit the writer: killed by SIGKILL (or a process of it, the log shows), and
+    not by clirace's own deadline, which ends a writer that timed out with SIGKILL too."""
+    writer = trial.invocation("killed-writer")
+    if writer is None or writer.timed_out:
+        return False
+    return writer.signal == 9 or trial.event(EventKind.KILL_INJECTED) is not None
 
 
 def _drop(data: Any, dotted: str) -> Any:
@@ -199,14 +219,13 @@ def check(history: History) -> Verdict:
             findings.append(finding("CR602", trial, ["killed-writer"], "the old or the new config, whole", state,
                                     point=trial.point.name, state=state))
             continue
-        writer = trial.invocation("killed-writer")
-        hit = (writer is not None and writer.signal == 9) or trial.event(EventKind.KILL_INJECTED) is not None
+        hit = kill_hit(trial)
         landing = kill_landing(trial) if trial.kill_log else None
         if hit and landing is not None and not _landed_where_meant(trial, *landing):
             # A whole file after a kill elsewhere proves nothing about this point: never a pass.
-            call, paths = landing
+            call, paths, count = landing
             misplaced.append(f"the kill meant for {trial.point.name} landed on {call or 'an unknown call'}"
-                             f"{' of ' + paths[0] if paths else ''}")
+                             f"{' of ' + paths[0] if paths else ''}{f' (its #{count} in the log)' if count else ''}")
             continue
         if hit:
             killed.append(trial.point)

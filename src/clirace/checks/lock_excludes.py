@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
 from ..history import History, LockConflict
-from ..vocab import EventKind
+from ..timing import idle
 from ._common import finding, records
 from ._lock import (again, asked, conflict_trial, contender_state, effects_note, holder_gone, lock_trials,
                     lost_labels, not_excluded, ran_while_held, silent_losses, waited, window)
@@ -54,17 +54,23 @@ def _conflict(trial: LockConflict, history: History) -> Verdict:
                        f" without running; given no answer (end of input), it ended with {contender.ending()}",
                        read=records(history.of(LockConflict)))
     if state == "waiting":
-        blocked, watched = waited(trial)
-        if (seen := trial.event(EventKind.BLOCKED_ON_LOCK, "contender")) is not None:
-            watched += f"; {seen.detail.replace(trial.sandbox, '{sandbox}') if trial.sandbox else seen.detail}"
+        proof, watched = waited(trial)
         held = f"{window(trial):g} s" + (f" and {trial.follow:g} s more" if trial.follow else "")
-        if not blocked:
+        if proof:
+            return Verdict(ID, PASS, f"the contender waited while the lock was held ({held}; {proof}; {watched}), "
+                           f"{after}" + again(history), read=records(history.of(LockConflict)))
+        if trial.watched is not None and idle(trial.watched):
             return Verdict(ID, UNKNOWN, f"could not decide: the contender was still running after {held} while the "
-                           f"lock was held, but working, not waiting ({watched}), {after}: slow, not shown blocked"
-                           + again(history),
-                           hint="Raise lock.prompt above the time the contender needs, or check that it takes the lock.")
-        return Verdict(ID, PASS, f"the contender waited while the lock was held ({held}; {watched}), {after}"
-                       + again(history), read=records(history.of(LockConflict)))
+                           f"lock was held, idle ({watched}), {after}; but nothing showed it blocked on the lock: a "
+                           "sleep or a network call is idle too" + again(history),
+                           hint="What would decide it: the contender blocked in its lock call (flock, fcntl "
+                                "F_SETLKW) or among /proc/locks' waiters, retrying a file the holder keeps locked, "
+                                "or waiting on a server lock; check that it takes the lock the spec's lock.hold "
+                                "holds.")
+        return Verdict(ID, UNKNOWN, f"could not decide: the contender was still running after {held} while the "
+                       f"lock was held, but working, not waiting ({watched}), {after}: slow, not shown blocked"
+                       + again(history),
+                       hint="Raise lock.prompt above the time the contender needs, or check that it takes the lock.")
     if state == "late":
         return Verdict(ID, PASS, f"the contender was refused while the lock was held, after {contender.duration:.1f} s "
                        f"({contender.ending()}; {contender.printed(100)}){again(history)}",

@@ -8,6 +8,7 @@ is run again once that process has gone (Box.run_free, outlived.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -134,7 +135,11 @@ def _contend(box: Box, window: float, follow: float) -> bool:
                 usage = timing.Usage(running.pid)
                 seen = _watch(box, running, hold, follow, stdin)
                 if seen == "running":
-                    box.fields["watched"] = usage.read()  # idle, or working: whether it waits or is just slow
+                    watched = usage.read()  # idle, or working: whether it waits or is just slow
+                    waits = box.served.postgres.lock_waits() if box.served and box.served.postgres else []
+                    if waits and not watched.blocked:  # a contender waiting on the server's row or advisory lock
+                        watched = dataclasses.replace(watched, blocked=f"the server shows {waits[0]}")
+                    box.fields["watched"] = watched
         finally:
             stdin.end()  # a tool that asked answers itself now, the lock still held
         if seen == "reached":

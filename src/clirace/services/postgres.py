@@ -192,6 +192,22 @@ class PostgresTrial:
         self.sessions.append(session)
         return session.query(sql)
 
+    def lock_waits(self) -> list[str]:
+        """What the trial's sessions now wait for a lock on (pg_stat_activity: wait event type Lock), each as
+        "backend PID: its statement"; empty when none waits, or the server could not be asked."""
+        try:
+            session = self.server._connect(self.name)
+        except (OSError, PgError, ServiceFailed):
+            return []
+        try:
+            rows = session.query("SELECT pid, wait_event, left(query, 120) FROM pg_stat_activity "
+                                 f"WHERE datname = {literal(self.name)} AND wait_event_type = 'Lock'")
+        except (OSError, PgError):
+            return []
+        finally:
+            session.close()
+        return [f"backend {pid} waits for a {event} lock in {query!r}" for pid, event, query in rows]
+
     def release(self) -> None:
         for session in self.sessions:
             session.close()
