@@ -51,10 +51,11 @@ def mechanisms(ops: tuple[FileOp, ...], reading: locking.Reading | None = None) 
     reading = reading or locking.read([ops])
     found = []
     for op in ops:
-        path = op.paths[0] if op.paths else "?"
+        path = locking.lock_path(op) or "?"
         if reading.attempt(op):
             found.append(f"flock on {path}" if op.call == "flock" else f"fcntl record lock on {path}"
-                         if op.call == "fcntl" else f"lock file created with O_CREAT|O_EXCL: {path}")
+                         if op.call == "fcntl" else f"lock file made by {op.call}(2): {path}" if locking.linked(op)
+                         else f"lock file created with O_CREAT|O_EXCL: {path}")
         elif path.endswith(("-journal", "-wal")):
             found.append(f"sqlite ({os.path.basename(path)})")
     return list(dict.fromkeys(found))
@@ -83,7 +84,7 @@ def describe(trial: Trial) -> str:
     if renamed:
         parts.append(f"replaced {', '.join(renamed[:2])} by rename")
     locks = sorted({m for s in observed.values() for m in s.locks})
-    parts.append(f"locking seen: {', '.join(locks)}" if locks else "no lock call seen (flock, fcntl, O_EXCL)")
+    parts.append(f"locking seen: {', '.join(locks)}" if locks else "no lock call seen (flock, fcntl, O_EXCL, link)")
     return "; ".join(parts)
 
 

@@ -18,7 +18,7 @@ from .. import procfs
 from ..history import ServerOp, Trial
 from ..rendezvous import IDLE_SHARE, OVERALL, SETTLE
 from ..stopper import POLL, cpu_ns, ended
-from .ops import REDIS_ATOMIC, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, redis_keys, table
+from .ops import REDIS_ATOMIC, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, lock_keys, redis_keys, table
 from .proxy import Connection, Proxy
 
 
@@ -37,8 +37,7 @@ def server_aim(trial: Trial) -> ServerAim | None:
     """The state a round's server saw a connection read and then change (a read-modify-write the proxy can hold
     between the two); None when it saw none. Lock keys (set with NX) are not state."""
     for service in ("redis", "postgres"):
-        locks = {k for op in trial.server_ops if op.service == service == "redis" and conditional(op.words)
-                 for k in redis_keys(op.words)}
+        locks = lock_keys(trial.server_ops) if service == "redis" else set()
         targets: set[str] = set()
         read: dict[str, set[str]] = {}
         for op in trial.server_ops:

@@ -4,7 +4,10 @@ invocation there).
 
 Redis: the commands that read a key, write one from what the client computed, or delete from one; atomic
 read-modify-writes (INCR, LPOP, GETDEL, SET NX) are none of these. PostgreSQL: the table a SELECT reads from, an
-UPDATE or DELETE changes.
+UPDATE or DELETE changes. And the server locks a tool takes: a Redis key set with NX (SET key v NX [PX ms],
+SETNX), PostgreSQL's advisory locks (pg_advisory_lock, pg_try_advisory_lock and their _xact_ and _shared forms)
+and rows locked with SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR SHARE. A lock key is no state: reading it
+(whose token is it?) and deleting it (the release) is no read-modify-write and no claim.
 """
 from __future__ import annotations
 
@@ -43,3 +46,23 @@ def table(kind: str, sql: str) -> str | None:
 def conditional(words: tuple[str, ...] | list[str]) -> bool:
     """SET ... NX (or XX): the server decides, atomically: a lock or a claim, not a blind write."""
     return any(str(w).upper() in ("NX", "XX") for w in words[3:])
+
+
+_PG_LOCK = re.compile(r"\bpg_(?:try_)?advisory_(?:xact_)?lock(?:_shared)?\s*\(|\bfor\s+(?:no\s+key\s+)?(?:update|share)\b",
+                      re.I)
+
+
+def redis_lock(words: tuple[str, ...] | list[str]) -> bool:
+    """SET key value NX [PX ms | EX s] or SETNX: a lock (or a claim) taken atomically by the server."""
+    name = words[0].upper() if words else ""
+    return name == "SETNX" or (name == "SET" and any(str(w).upper() == "NX" for w in words[3:]))
+
+
+def lock_call(service: str, words: tuple[str, ...] | list[str], sql: str) -> bool:
+    """Whether a command asks a server for a lock (whatever the answer, which MONITOR and the log do not show)."""
+    return redis_lock(words) if service == "redis" else bool(_PG_LOCK.search(sql))
+
+
+def lock_keys(ops) -> set[str]:
+    """The Redis keys a trial's clients set with NX: lock keys, not state."""
+    return {key for op in ops if op.service == "redis" and redis_lock(op.words) for key in redis_keys(op.words)}
