@@ -283,7 +283,7 @@ def lock_held(path: str, kind: str) -> bool:
         st = os.stat(path)
     except OSError:
         return False
-    if kind == "exclusive-create":
+    if kind in ("exclusive-create", "link"):
         return True
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:

@@ -178,6 +178,7 @@ def test_hazards_see_a_link_lock_taken_before_the_read_and_one_taken_after():
 def test_the_observation_lines_and_the_stopper_see_a_link_lock():
     lines = _observed.observed_lines(history(round_of(link_locked("1234"), link_locked("1235"))))
     assert "locks with lock file made by linkat(2): {sandbox}/etc/passwd.lock" in lines
+    assert not any("passwd.1234" in line for line in lines), lines  # its pid file is no state rewritten in place
     line = LINK_LOCKED[3].replace("{pid}", "1234")
     assert stopper.is_lock_call(line, "link") and not stopper.is_lock_call(line, "exclusive-create")
     outside = ops('link("/tmp/tool.1234", "/tmp/tool.lock") = 0')

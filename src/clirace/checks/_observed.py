@@ -39,8 +39,11 @@ def summary(ops: tuple[FileOp, ...], within: str, reading: locking.Reading | Non
                        and inside(op.paths[0]) and "O_TRUNC" in op.flags and "O_EXCL" not in op.flags})
     renamed_onto = {op.paths[1] for op in ops if op.ok and op.call in RENAMES and len(op.paths) >= 2
                     and inside(op.paths[1])}
+    # A file renamed away or removed again (a temp file, link(2)'s pid file) was never state rewritten in place.
+    gone = {op.paths[0] for op in ops if op.ok and op.paths and op.call in (*RENAMES, "unlink", "unlinkat")}
+    temps = (reading or locking.read([ops])).temps | gone
     return Summary(written=[short(p) for p in written],
-                   in_place=[short(p) for p in in_place if p not in renamed_onto],  # replaced by rename in the end
+                   in_place=[short(p) for p in in_place if p not in renamed_onto and p not in temps],  # replaced by rename in the end
                    renamed_onto=sorted(short(dst) for dst in renamed_onto),
                    locks=[short(m) for m in mechanisms(ops, reading)])
 
