@@ -430,10 +430,11 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
     if spec.lock and spec.lock.hold.how == "command":
         argv = " ".join([*spec.lock.hold.command, *(value for _, value in spec.lock.hold.env)])
         if not any(p in argv for p in ("{release_file}", "{hold_seconds}", "{hold_ms}")):
-            raise SpecError(f"lock.hold.{'run' if spec.lock.hold.own else 'command'} uses neither {release_file} nor {hold_seconds} (nor {hold_ms} in "
+            way = "run" if spec.lock.hold.own else "command"
+            raise SpecError(f"lock.hold.{way} uses neither " "{release_file} nor {hold_seconds} (nor {hold_ms} in "
                             "lock.hold.env); expected one: "
                             "{release_file} (clirace creates it to let the holder finish) or {hold_seconds} (how "
-                            "long to hold).", where=located.where(("lock", "hold", "run" if spec.lock.hold.own else "command")))
+                            "long to hold).", where=located.where(("lock", "hold", way)))
 
 
 def _setup_commands(spec: Spec):
