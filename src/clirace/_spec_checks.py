@@ -97,7 +97,7 @@ def _commands(data: dict):
         if name in lock:
             yield lock[name]
     hold = lock.get("hold", {})
-    for command in (hold.get("command"), hold.get("park", {}).get("command")):
+    for command in (hold.get("command"), hold.get("run"), hold.get("park", {}).get("command")):
         if command is not None:
             yield command
 

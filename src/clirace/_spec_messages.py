@@ -21,7 +21,7 @@ from .placeholders import LAYOUT as _LAYOUT
 
 TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "a whole number",
               "number": "a number", "boolean": "true or false", "null": "nothing"}
-HOLD_WAYS = ("command", "park", "take")
+HOLD_WAYS = ("command", "run", "park", "take")
 
 # Lower ranks first: an unknown key usually explains the "missing" key next to it, a wrong type explains the rest.
 _RANK = {"additionalProperties": 0, "type": 1, "enum": 2, "const": 2, "format": 3, "pattern": 3, "oneOf": 3,
@@ -207,8 +207,8 @@ def _key_homes(schema_json: str) -> dict[str, list[str]]:
 
 def _hold_ways(path, value: dict, located: Located) -> SpecError:
     given = [way for way in HOLD_WAYS if way in value]
-    expected = ("expected exactly one: command (a test hook that holds the lock), park (a real invocation parked "
-                "on a FIFO) or take (clirace takes the lock itself)")
+    expected = ("expected exactly one: command (a test hook that holds the lock), run (a helper program, not the "
+                "tool, that holds it), park (a real invocation parked on a FIFO) or take (clirace takes the lock itself)")
     if not given:
         return SpecError(f"{dotted(path)} gives no way to keep the lock busy; {expected}.",
                          where=located.where_key(path))

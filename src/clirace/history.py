@@ -361,6 +361,7 @@ class SessionRun(Trial):
     temp_dirs: tuple[str, ...] = ()
     traced: bool = False
     traces: Traces = field(default_factory=dict)
+    reference: str = ""  # the output workload whose command it ran (its serial runs say what each output must be)
 
 
 @dataclass(frozen=True)

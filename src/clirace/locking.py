@@ -5,13 +5,17 @@ the rendezvous's aim (scenarios/aim.py), the stopper (stopper.py) and the side-b
 histories saved before it (it reads FileOp's call, flags, args and result, not a verdict stored at the time).
 
 - **A lock call** asks for a lock: flock(LOCK_EX/LOCK_SH), fcntl(F_SETLK, F_SETLKW, F_OFD_SETLK*) with a read
-  or write lock (lockf is fcntl underneath), or an exclusive create (O_CREAT|O_EXCL). It *takes* the lock only
-  when it returned without error: a failed exclusive create (EEXIST) took nothing. Unlocking (LOCK_UN, F_UNLCK)
-  is no lock call.
+  or write lock (lockf is fcntl underneath), an exclusive create (O_CREAT|O_EXCL), or a link(2)/linkat(2) of a
+  file made for the purpose onto the lock's name (shadow-utils, liblockfile, mail dotlocks: a temp file holding
+  the pid, linked to FILE.lock; the link fails with EEXIST while another holds it). It *takes* the lock only
+  when it returned without error: a failed exclusive create or link (EEXIST) took nothing. Unlocking (LOCK_UN,
+  F_UNLCK) is no lock call. The lock's path is the link's new name (`lock_path`), the file linked to it a temp
+  file.
 - **A lock file** is a file whose role is to be locked: an exclusively created file that more than one
   invocation tried to create (two creates of one path exclude each other: that is what makes it a lock), or,
   seen in one trace only, one that is neither renamed away nor named like a temp file (mkstemp's tmpXXXX and
-  .name.XXXXXXXX are temp files, not locks; git's config.lock is both, and contended in every round); and a
+  .name.XXXXXXXX are temp files, not locks; git's config.lock is both, and contended in every round), and so is
+  the new name of a link made the same way; and a
   file locked with flock/fcntl that no invocation writes, or that protects another file (locked, then
   something else rewritten: level3's lock file, with its holder record in it).
 - **State locked in place** is not a lock file: a file a tool locks through its own fd and then rewrites, with
@@ -28,7 +32,10 @@ from dataclasses import dataclass
 from .history import FileOp
 
 # The calls of each lock kind a spec can name (lock.hold.take.kind), as strace names them.
-CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl"}
+CALLS = {"exclusive-create": "open,openat,openat2,creat", "flock": "flock", "fcntl": "fcntl", "link": "link,linkat",
+         # SQLite's write lock is a byte-range fcntl lock on the database (its RESERVED byte)
+         "sqlite-write": "fcntl"}
+LINKS = ("link", "linkat")
 RENAMES = ("rename", "renameat", "renameat2")
 _OPENS = frozenset(CALLS["exclusive-create"].split(","))
 _KERNEL_LOCK = re.compile(r"\bLOCK_(?:EX|SH)\b|\bF_(?:OFD_)?SETLKW?\b")
@@ -48,13 +55,23 @@ def exclusive_create(op: FileOp) -> bool:
     return op.call in _OPENS and {"O_CREAT", "O_EXCL"} <= set(op.flags)
 
 
+def linked(op: FileOp) -> bool:
+    """A link(2) or linkat(2) to a new name: it creates that name or fails, as an exclusive create does."""
+    return op.call in LINKS and len(op.paths) >= 2
+
+
+def lock_path(op: FileOp) -> str:
+    """The file a lock call locks: a link's new name, else the call's own path."""
+    return op.paths[1] if linked(op) else op.paths[0] if op.paths else ""
+
+
 def asks(op: FileOp, kind: str | None = None) -> bool:
     """Whether the call asks for a lock (of `kind`, when given), whatever the answer."""
     if kind is not None and op.call not in CALLS[kind].split(","):
         return False
     if op.call in ("flock", "fcntl"):
         return kernel_lock(op.args)
-    return exclusive_create(op) or (kind == "exclusive-create" and op.call == "creat")
+    return exclusive_create(op) or linked(op) or (kind == "exclusive-create" and op.call == "creat")
 
 
 def takes(op: FileOp, kind: str | None = None) -> bool:
@@ -90,7 +107,7 @@ class Reading:
         exclusive create of anything else, a marker made once, is no lock)."""
         if not asks(op) or not op.paths:
             return False
-        return op.call in ("flock", "fcntl") or op.paths[0] in self.lock_files
+        return op.call in ("flock", "fcntl") or lock_path(op) in self.lock_files
 
     def held(self, op: FileOp) -> bool:
         """A lock call that took a lock (an exclusive create of a temp file took none)."""
@@ -101,17 +118,18 @@ def read(traces: Iterable[tuple[FileOp, ...]], ignore: tuple[str, ...] = ()) -> 
     """Read the traces of one round (or one trace). `ignore`: path prefixes that are clirace's own files
     (a run's inputs and outputs), never evidence of what a lock protects."""
     traces = [tuple(ops) for ops in traces]
-    creators: dict[str, int] = {}  # exclusively created path -> traces that tried to
-    created, renamed_away = set(), set()
+    creators: dict[str, int] = {}  # exclusively created (or linked-to) path -> traces that tried to
+    created, renamed_away, link_sources = set(), set(), set()
     kernel_locked: dict[str, list[tuple[set[str], set[str]]]] = {}  # path -> (written, gone) of each locker
     for ops in traces:
         written, gone = _content_written(ops)
         written -= gone  # removed again (a journal) or renamed away (a temp file): not what a lock protects
         written = {p for p in written if not p.startswith(ignore)} if ignore else written
         renamed_away |= {op.paths[0] for op in ops if op.ok and op.call in RENAMES and op.paths}
-        for path in {op.paths[0] for op in ops if exclusive_create(op) and op.paths}:
+        for path in {lock_path(op) for op in ops if (exclusive_create(op) and op.paths) or linked(op)}:
             creators[path] = creators.get(path, 0) + 1
-        created |= {op.paths[0] for op in ops if op.ok and exclusive_create(op) and op.paths}
+        created |= {lock_path(op) for op in ops if op.ok and ((exclusive_create(op) and op.paths) or linked(op))}
+        link_sources |= {op.paths[0] for op in ops if linked(op)}  # the pid file linked to the lock's name
         for path in {op.paths[0] for op in ops if op.call in ("flock", "fcntl") and asks(op) and op.paths}:
             kernel_locked.setdefault(path, []).append((written, gone))
     lock_files, temps = set(), set()
@@ -125,6 +143,8 @@ def read(traces: Iterable[tuple[FileOp, ...]], ignore: tuple[str, ...] = ()) -> 
         rewritten = any(path in written for written, _ in lockers)
         protects_another = any(written - {path} for written, _ in lockers)
         (locked_state if rewritten and not protects_another else lock_files).add(path)
+    lock_files -= link_sources  # made with O_EXCL, maybe, but only to be linked to the lock's name
+    temps |= link_sources
     return Reading(frozenset(lock_files), frozenset(locked_state - lock_files), frozenset(temps - lock_files))
 
 

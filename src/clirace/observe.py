@@ -17,7 +17,7 @@ from . import locking
 from .history import FileOp
 from .locking import RENAMES as RENAMES, written_paths as written_paths  # re-exported: older callers
 
-FILE_CALLS = "open,openat,openat2,creat,close,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,flock,fcntl,truncate,ftruncate"
+FILE_CALLS = "open,openat,openat2,creat,close,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat,link,linkat,flock,fcntl,truncate,ftruncate"
 WRITE_CALLS = "write,pwrite64,writev,pwritev,pwritev2"
 RENAME_CALLS = "rename,renameat,renameat2"
 # Which program a process runs and which threads and processes it starts (FileOp.child).
@@ -183,6 +183,8 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
         writes = True
     elif call in ("flock", "fcntl"):
         lock = locking.kernel_lock(args)
+    elif call in locking.LINKS:
+        lock = True  # a link to a new name is a lock call wherever it lands (a fixed /tmp/tool.lock too)
     ok = ret != "?" and not ret.startswith("-")
     # Which fd: a close of fd 1 shows the path of whatever file fd 1 is now (a temp file renamed onto the state
     # reads as the state), so "closed the fd it read through" needs the number, not the path.
@@ -241,7 +243,7 @@ def shared_paths(ops: tuple[FileOp, ...], sandbox: str) -> list[str]:
     __pycache__ (written once per program, by O_EXCL temp file and rename) are not state."""
     root = sandbox.rstrip("/") + "/"
     reading = locking.read([ops])
-    locked = {op.paths[0] for op in ops if op.paths and reading.held(op)}
+    locked = {locking.lock_path(op) for op in ops if op.paths and reading.held(op)}
     return sorted(p for p in locked | set(written_paths(ops))  # (a pipe or socket reads "pipe:[123]": no file)
                   if p.startswith("/") and not p.startswith((root, "/dev/", "/proc/")) and "/__pycache__/" not in p)
 

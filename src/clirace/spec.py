@@ -91,6 +91,7 @@ class Hold:
     row: str | None = None  # take pg-row: "TABLE WHERE CONDITION", locked with SELECT ... FOR UPDATE
     ttl: float = 30.0  # take redis-nx: the key's time to live (PX), as the tool's own lock would have
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the hold command (a hook driven by a variable)
+    own: bool = False  # `run`: the hold command is a helper program, not the tool (not appended to tool.command)
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def _allowed_names(path: tuple, undeclared: frozenset[str] = frozenset()) -> fro
         writes = {"key", "value"}
         if sub == "hold":
             held = base | {"ready_file", "release_file", "hold_seconds", "hold_ms", "pid", "now"}
-            runs = len(path) > 2 and (path[2] in ("command", "env") or path[2:4] == ("park", "command"))
+            runs = len(path) > 2 and (path[2] in ("command", "run", "env") or path[2:4] == ("park", "command"))
             return held | writes if runs else held
         if sub in ("wait_option", "wait_env"):
             return base | {"timeout_ms", "timeout_s"}
@@ -316,10 +317,11 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
     if "lock" in data:
         raw = data["lock"]
         h = raw["hold"]
-        if "command" in h:
+        if "command" in h or "run" in h:
             kind, value = next(iter(h.get("ready", {"delay": 0.3}).items()))
             ready = (ReadyKind(kind), duration(value) if kind == "delay" else value)
-            hold = Hold(HoldMode.COMMAND, command=argv(h["command"], "lock", "hold", "command"), ready=ready,
+            way = "command" if "command" in h else "run"
+            hold = Hold(HoldMode.COMMAND, command=argv(h[way], "lock", "hold", way), ready=ready, own=way == "run",
                         env=tuple((str(k), str(v)) for k, v in (h.get("env") or {}).items()))
         elif "park" in h:
             p = h["park"]
@@ -428,10 +430,11 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
     if spec.lock and spec.lock.hold.how == "command":
         argv = " ".join([*spec.lock.hold.command, *(value for _, value in spec.lock.hold.env)])
         if not any(p in argv for p in ("{release_file}", "{hold_seconds}", "{hold_ms}")):
-            raise SpecError("lock.hold.command uses neither {release_file} nor {hold_seconds} (nor {hold_ms} in "
+            way = "run" if spec.lock.hold.own else "command"
+            raise SpecError(f"lock.hold.{way} uses neither " "{release_file} nor {hold_seconds} (nor {hold_ms} in "
                             "lock.hold.env); expected one: "
                             "{release_file} (clirace creates it to let the holder finish) or {hold_seconds} (how "
-                            "long to hold).", where=located.where(("lock", "hold", "command")))
+                            "long to hold).", where=located.where(("lock", "hold", way)))
 
 
 def _setup_commands(spec: Spec):

@@ -283,7 +283,7 @@ def lock_held(path: str, kind: str) -> bool:
         st = os.stat(path)
     except OSError:
         return False
-    if kind == "exclusive-create":
+    if kind in ("exclusive-create", "link"):
         return True
     return any(lock.on(st) and not lock.waiting for lock in proc_locks())
 

@@ -35,6 +35,9 @@ def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
         return NONE, (f"with lock.hold.take {lock.hold.kind} clirace holds the lock itself, and cannot hold a real "
                       "invocation at a server lock; add lock.hold.command (a hook that takes the lock and waits) so "
                       "that the tool is the holder")
+    if lock.hold.own:
+        return NONE, ("lock.hold.run is a helper program, not the tool, so the tool is never the holder; add "
+                      "lock.hold.command or lock.hold.park to test the tool's release")
     if lock.hold.how == "take":
         # The holder is then a real lock.contender that strace stops just after its lock call (scenarios/hold.py).
         usable, why = strace
@@ -66,6 +69,25 @@ def _effects(spec: Spec) -> str:
     return f"; the keys {' and '.join(writers)} write are read back from {how} once the holder has ended"
 
 
+SQLITE_NAMES = (".db", ".sqlite", ".sqlite3", ".db3")
+
+
+def _sqlite_take(spec: Spec) -> str:
+    """Advice when lock.hold.take locks a SQLite database as a whole file: a contender is then refused at its
+    read, at start-up, and never reaches the write where a real SQLite tool meets its lock."""
+    hold = spec.lock.hold if spec.lock else None
+    if hold is None or hold.how != "take" or hold.kind is None or hold.kind.value not in ("fcntl", "flock"):
+        return ""
+    keys = spec.workload("keys")
+    sqlite_state = keys is not None and keys.config is not None and keys.config.format == "sqlite" \
+        and keys.config.path == hold.path
+    if not (sqlite_state or (hold.path or "").lower().endswith(SQLITE_NAMES)):
+        return ""
+    return (f"; lock.hold.take.path {hold.path} is a SQLite database: kind {hold.kind} locks the whole file, so a "
+            "contender is refused at its read, never at its write; use `take: {path: ..., kind: sqlite-write}` "
+            "to hold SQLite's write lock as a writing tool does (readers still get in)")
+
+
 def coverage(spec: Spec, strace: tuple[bool, str], servers: bool = True) -> list[Coverage]:
     """Per criterion, what will exercise it. `servers`: say none can run when a server the spec declares is not
     installed (services.missing_message says which binary and how to install it)."""
@@ -83,8 +105,9 @@ def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
     out = {}
     out["no-silent-corruption"] = (FULL, f"workloads: {', '.join(kinds)}") if kinds else (NONE, "")
     if spec.lock:
-        hold = {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
-        out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock" + _effects(spec))
+        hold = "lock.hold.run" if spec.lock.hold.own else \
+            {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
+        out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock" + _effects(spec) + _sqlite_take(spec))
         out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
         out["lock-released-on-exit"] = _lock_release(spec, strace)
         given = [f"lock.wait_option {' '.join(spec.lock.wait_option)}"] if spec.lock.wait_option else []

@@ -39,6 +39,8 @@ class LockKind(_Word):
     EXCLUSIVE_CREATE = "exclusive-create"
     FLOCK = "flock"
     FCNTL = "fcntl"
+    LINK = "link"  # a lock file made by link(2) of a pid file onto its name: clirace makes it, as exclusive-create
+    SQLITE_WRITE = "sqlite-write"  # SQLite's write lock on a database: BEGIN IMMEDIATE in a connection kept open
     REDIS_NX = "redis-nx"  # a Redis key set with SET key value NX PX ttl (spec `services.redis`)
     PG_ADVISORY = "pg-advisory"  # pg_advisory_lock(key), held by a session of clirace's own
     PG_ROW = "pg-row"  # SELECT ... FOR UPDATE on the row the spec names, in a transaction kept open

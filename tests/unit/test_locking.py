@@ -83,11 +83,14 @@ REFUSED = (READ_THEN_LOCK[0], READ_THEN_LOCK[1], excl("/sb/home/.kube/config.loc
     (excl("/s/l"), True, True),
     (excl("/s/l", "-1 EEXIST (File exists)"), True, False),  # a failed exclusive create took nothing
     ('openat(AT_FDCWD</s>, "/s/l", O_RDWR|O_CREAT, 0644) = 3</s/l>', False, False),
+    ('link("/s/l.1234", "/s/l.lock") = 0', True, True),  # shadow-utils, liblockfile: the link is the lock
+    ('linkat(AT_FDCWD</s>, "l.1234", AT_FDCWD</s>, "l.lock", AT_SYMLINK_FOLLOW) = 0', True, True),
+    ('linkat(AT_FDCWD</s>, "l.1234", AT_FDCWD</s>, "l.lock", 0) = -1 EEXIST (File exists)', True, False),
 ])
 def test_which_calls_ask_for_and_take_a_lock(line, asks, takes):
     op = parse_line(line, SB)
     assert (locking.asks(op), locking.takes(op)) == (asks, takes)
-    assert op.lock is (asks and op.call in ("flock", "fcntl"))  # the field a trace records says the same
+    assert op.lock is (asks and op.call in ("flock", "fcntl", "link", "linkat"))  # the field a trace records says the same
 
 
 def test_a_temp_file_made_with_o_excl_is_no_lock():
@@ -126,6 +129,60 @@ def test_a_lock_file_with_a_holder_record_in_it_is_a_lock_file():
     assert reading.lock_files == {"/sb/state/lock"} and reading.locked_state == frozenset()
     trial = round_of(with_record(), with_record("a8b2k4z0"))
     assert locking.state_files(trial.traces, SB, observe.OWN_DIRS, observe.TEMP_DIRS) == {"state/counter"}
+
+
+# shadow-utils' shape: a pid file, linked to passwd.lock (the lock), then the state replaced by rename.
+LINK_LOCKED = (
+    'openat(AT_FDCWD</sb>, "/sb/etc/passwd.{pid}", O_WRONLY|O_CREAT|O_TRUNC, 0600) = 3</sb/etc/passwd.{pid}>',
+    'write(3</sb/etc/passwd.{pid}>, "{pid}", 4) = 4',
+    'close(3</sb/etc/passwd.{pid}>) = 0',
+    'linkat(AT_FDCWD</sb>, "/sb/etc/passwd.{pid}", AT_FDCWD</sb>, "/sb/etc/passwd.lock", 0) = 0',
+    'unlink("/sb/etc/passwd.{pid}") = 0',
+    'openat(AT_FDCWD</sb>, "/sb/etc/passwd", O_RDONLY|O_CLOEXEC) = 3</sb/etc/passwd>',
+    'close(3</sb/etc/passwd>) = 0',
+    'openat(AT_FDCWD</sb>, "/sb/etc/passwd+", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 4</sb/etc/passwd+>',
+    'write(4</sb/etc/passwd+>, "root", 4) = 4',
+    'rename("/sb/etc/passwd+", "/sb/etc/passwd") = 0',
+    'unlink("/sb/etc/passwd.lock") = 0',
+)
+
+
+def link_locked(pid="1234", refused=False, read_first=False):
+    lines = [line.replace("{pid}", pid) for line in LINK_LOCKED]
+    if refused:
+        lines = lines[:3] + [lines[3].replace(") = 0", ") = -1 EEXIST (File exists)"), lines[4]]
+    if read_first:
+        lines = lines[5:7] + lines
+    return ops(*lines)
+
+
+def test_a_lock_file_made_by_link_is_a_lock_file_and_its_pid_file_a_temp():
+    reading = locking.read([link_locked("1234"), link_locked("1235"), link_locked("1236", refused=True)])
+    assert reading.lock_files == {"/sb/etc/passwd.lock"}
+    assert {"/sb/etc/passwd.1234", "/sb/etc/passwd.1236"} <= reading.temps
+    refused = link_locked("1236", refused=True)[3]
+    assert reading.attempt(refused) and not reading.held(refused)
+    trial = round_of(link_locked("1234"), link_locked("1235"))
+    assert locking.state_files(trial.traces, SB, observe.OWN_DIRS, observe.TEMP_DIRS) == {"etc/passwd"}
+
+
+def test_hazards_see_a_link_lock_taken_before_the_read_and_one_taken_after():
+    # locked, then read: only shadow's fixed passwd+ (written by every run, under the lock) is said
+    assert codes(round_of(link_locked("1234"), link_locked("1235"))) == ["CR703"]
+    late = codes(round_of(link_locked("1234", read_first=True), link_locked("1235", read_first=True)))
+    assert late == ["CR703", "CR701"]  # read, then linked: not "without any lock call"
+    left = [line.replace("{pid}", "1234") for line in LINK_LOCKED[:-1]]  # never unlinked on a normal exit
+    assert "CR704" in codes(round_of(ops(*left), ops(*(line.replace("1234", "1235") for line in left))))
+
+
+def test_the_observation_lines_and_the_stopper_see_a_link_lock():
+    lines = _observed.observed_lines(history(round_of(link_locked("1234"), link_locked("1235"))))
+    assert "locks with lock file made by linkat(2): {sandbox}/etc/passwd.lock" in lines
+    assert not any("passwd.1234" in line for line in lines), lines  # its pid file is no state rewritten in place
+    line = LINK_LOCKED[3].replace("{pid}", "1234")
+    assert stopper.is_lock_call(line, "link") and not stopper.is_lock_call(line, "exclusive-create")
+    outside = ops('link("/tmp/tool.1234", "/tmp/tool.lock") = 0')
+    assert observe.shared_paths(outside, SB) == ["/tmp/tool.lock"]
 
 
 # --- every reader of traces answers as locking.py does ------------------------------------------------------

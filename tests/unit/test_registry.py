@@ -92,6 +92,8 @@ EXAMPLES = {
                              sa.session_trial(False, {"run-0": []})),
     "CR505": lambda: history(sa.session_trial(True, sa.twice({0: ("/sb/tmp/t/d/r", "/sb/tmp/t/d/r")})),
                              sa.session_trial(False, {"run-0": ["/sb/tmp/t/d/r"]})),
+    "CR506": lambda: history(sa.session_trial(True, {"run-0": ["/tmp/tool.lock"], "run-1": ["/tmp/tool.lock"]}),
+                             sa.session_trial(False, {"run-0": []})),
     "CR601": lambda: history(sa.sampled(bad=3)),
     "CR602": lambda: history(sa.sampled(), sa.killed("")),
     "CR603": lambda: history(sa.sampled(), dataclasses.replace(

@@ -81,6 +81,44 @@ def test_claim_read_then_delete():
         == ["CR712"]
 
 
+def test_a_lock_keys_get_then_del_is_a_release_not_a_claim():
+    release = (redis("c1", "SET", "lock:hits", "1:ab", "NX", "PX", "30000"), redis("c1", "INCR", "hits"),
+               redis("c1", "GET", "lock:hits"), redis("c1", "DEL", "lock:hits"))
+    assert codes(*release) == ["CR713"]
+    legacy = (redis("c1", "SETNX", "lock:q", "1"), redis("c1", "GET", "lock:q"), redis("c1", "DEL", "lock:q"))
+    assert codes(*legacy) == ["CR713"]
+    assert codes(*READ_DELETE, redis("c1", "SET", "lock:q", "1", "NX"))[:1] == ["CR712"]  # the queue still is state
+
+
+@pytest.mark.parametrize("lock, unlock", [
+    ("SELECT pg_advisory_lock(42)", "SELECT pg_advisory_unlock(42)"),
+    ("SELECT pg_try_advisory_lock($1)", "SELECT pg_advisory_unlock_all()"),
+])
+def test_a_read_then_update_under_an_advisory_lock_is_not_a_hazard(lock, unlock):
+    assert codes(sql("41", lock, "3/1"), *SEPARATE, sql("41", unlock, "3/4")) == ["CR713"]
+    assert codes(sql("41", lock, "3/1"), sql("41", unlock, "3/2"), *SEPARATE)[:1] == ["CR711"]  # let go first
+
+
+def test_a_server_locked_tool_is_never_told_it_took_no_lock():
+    from clirace.checks import hazards
+    from clirace.observe import parse_line
+
+    def trace():  # its state is a file; its lock is in the server, which strace does not see
+        return tuple(parse_line(line, "/sb", 7) for line in (
+            'openat(AT_FDCWD</sb>, "/sb/state/c.json", O_RDONLY) = 3</sb/state/c.json>',
+            'openat(AT_FDCWD</sb>, "/sb/state/c.json", O_WRONLY|O_TRUNC) = 4</sb/state/c.json>'))
+    traces = {"inc-0": trace(), "inc-1": trace()}
+
+    def hazard_codes(*server_ops):
+        trial = CounterRound(workload="w", amplified=True, sandbox="/sb", invocations=(inv("inc-0"), inv("inc-1")),
+                             traces=traces, server_ops=server_ops)
+        return [f.code for f in hazards.check(history(trial)).findings]
+    assert "CR702" in hazard_codes()
+    assert "CR702" not in hazard_codes(redis("c1", "SET", "lock", "me", "NX", "PX", "5000"))
+    assert "CR702" not in hazard_codes(sql("41", "SELECT pg_advisory_lock(7)"))
+    assert "CR702" not in hazard_codes(sql("41", "SELECT n FROM c WHERE id = 1 FOR UPDATE"))
+
+
 def test_rounds_without_server_state_are_not_applicable():
     assert server_hazards.check(history(CounterRound(workload="w"))).status == "not_applicable"
 

@@ -100,6 +100,45 @@ def test_a_run_killed_at_its_deadline_is_unknown_not_a_failed_session_run():
     assert v.status == "unknown" and not v.findings and "deadline" in v.summary
 
 
+def test_a_fixed_lock_outside_the_sandbox_fails_with_its_path_named():
+    link = FileOp(pid=1, call="link", paths=("/x/tool.1", "/x/tool.lock"), ok=True, lock=True)
+    trial = dataclasses.replace(session_trial(True, twice({0: ("/sb/tmp/t/sess0/r", "/sb/tmp/t/sess0/r"),
+                                                           1: ("/sb/tmp/t/sess1/r", "/sb/tmp/t/sess1/r")})))
+    trial = dataclasses.replace(trial, traces={label: (*ops, link) for label, ops in trial.traces.items()})
+    v = session.check(history(trial, session_trial(False, {"run-0": []})))
+    assert v.status == "fail" and [f.code for f in v.findings] == ["CR506"]
+    assert v.findings[0].args["path"] == "/x/tool.lock" and v.findings[0].args["how"] == "locked"
+    assert "/x/tool.lock" in v.summary
+    alone = session_trial(True, {"run-0": ["/sb/tmp/t/sess0/r", "/x/cache-of-one"], "run-1": ["/sb/tmp/t/sess1/r"]})
+    assert session.check(history(alone, session_trial(False, {"run-0": []}))).status == "pass"  # one session's only
+
+
+def serial_outputs(produced):
+    """The output workload's two serial reference runs, out-N each giving `produced[N]`."""
+    from clirace.history import OutputRound
+    return [OutputRound(workload="output#3", serial=True, round=r, sandbox=f"/ref{r}",
+                        invocations=tuple(inv(f"out-{n}") for n in range(len(produced))),
+                        runs={f"out-{n}": OutputRun(f"m{n}", f"/o{n}", "", text) for n, text in enumerate(produced)})
+            for r in (1, 2)]
+
+
+def test_session_outputs_of_a_tool_that_transforms_its_input_are_compared_with_the_serial_runs():
+    # The tool upper-cases its input: no output holds an input's text, so only the reference can judge.
+    writes = {"run-0": ["/sb/tmp/t/sess0/r"], "run-1": ["/sb/tmp/t/sess1/r"]}
+    right = dataclasses.replace(session_trial(True, writes, produced={"run-0": "M0 io/run-input-0.txt", "run-1": "M1"}),
+                                reference="output#3")
+    reference_runs = serial_outputs(["M0 io/out-input-0.txt", "M1"])
+    v = session.check(history(right, session_trial(False, {"run-0": []}), *reference_runs))
+    assert v.status == "pass" and "2 outputs compared with what their input gave run alone" in v.summary
+    clobbered = dataclasses.replace(right, runs={**right.runs, "run-1": dataclasses.replace(
+        right.runs["run-1"], produced="M0 io/run-input-0.txt")})
+    v = session.check(history(clobbered, session_trial(False, {"run-0": []}), *reference_runs))
+    assert v.status == "fail" and [f.code for f in v.findings] == ["CR131"]
+    # without the reference (an older history), as before: not compared
+    v = session.check(history(dataclasses.replace(clobbered, reference=""), session_trial(False, {"run-0": []})))
+    assert v.status == "pass" and "outputs not compared" in v.summary
+
+
 def test_shared_temp_path_without_ids():
     h = history(session_trial(True, {"run-0": [], "run-1": []}),
                 session_trial(False, {"run-0": ["/sb/tmp/result"], "run-1": ["/sb/tmp/result"]}))

@@ -57,7 +57,7 @@ def test_a_shard_alone_leaves_the_others_parts_undecided_and_says_where_they_are
     alone = shard_history("1/2", (0, 2))
     [gap] = gaps(alone)
     assert "2 of 4 planned rounds" in gap.message() and "left to the other shards" in gap.message()
-    verdict = held_to_plan(Verdict("keys", PASS, "every key survived"), alone)
+    verdict = held_to_plan(Verdict("keys", PASS, "every key survived", read=("keys: keys#0 (round 1)",)), alone)
     assert verdict.status is UNKNOWN and "clirace judge H1 H2" in verdict.hint
 
 

@@ -105,3 +105,28 @@ def test_date_like_values_stay_strings(tmp_path):
 def test_aliases_within_budget_are_fine(tmp_path):
     spec = load_spec(write(tmp_path, BASE + "setup:\n  - &init [config, set, theme, dark]\n  - *init\n"))
     assert spec.setup == (("config", "set", "theme", "dark"),) * 2
+
+
+def test_hold_run_is_a_program_of_its_own_and_the_new_take_kinds_load(tmp_path):
+    from clirace.spec import OwnCommand
+    from clirace.vocab import HoldMode, LockKind
+    base = """version: 1
+tool: {command: ["{python}", "tool.py"]}
+workloads: [{kind: counter, run: ["incr"], read: ["get"]}]
+lock:
+  contender: ["incr"]
+  hold:
+"""
+    helper = load_spec(write(tmp_path, base + """    run: ["{python}", "holder.py", "{release_file}"]
+    ready: {file: "{ready_file}"}
+"""))
+    hold = helper.lock.hold
+    assert hold.how is HoldMode.COMMAND and hold.own and hold.command == ("{python}", "holder.py", "{release_file}")
+    assert not isinstance(hold.command, OwnCommand)  # the holder wraps it when it starts it (not tool.command + it)
+    for kind in ("link", "sqlite-write"):
+        taken = load_spec(write(tmp_path, base + f'    take: {{path: "{{state_home}}/t/x", kind: {kind}}}\n'))
+        assert taken.lock.hold.kind is LockKind(kind) and not taken.lock.hold.own
+    with pytest.raises(Exception, match="gives 2 ways to keep the lock busy"):
+        load_spec(write(tmp_path, base + """    run: ["holder", "{release_file}"]
+    command: ["hold", "{release_file}"]
+"""))

@@ -107,3 +107,24 @@ def test_init_copies_an_example_with_its_companion_files(tmp_path):
 def test_a_missing_spec_points_at_clirace_init(tmp_path, command):
     proc = run_clirace(command, tmp_path / "none.yaml")
     assert proc.returncode == 2 and "clirace init" in proc.stderr and "fixtures/" not in proc.stderr
+
+
+def test_validate_suggests_sqlites_write_lock_for_a_take_on_a_database():
+    """Issue 23: an fcntl take on a SQLite database refuses the contender at its read; validate says to hold
+    SQLite's write lock instead, and says nothing of the kind once the spec does."""
+    lines = {}
+    for name in ("fcntl.yaml", "clirace.yaml"):
+        proc = run_clirace("validate", FIXTURES / "locks" / "sqlite-busy" / name, env=NO_STRACE)
+        assert proc.returncode == 0, proc.stderr
+        lines[name] = next(line for line in proc.stdout.splitlines() if "lock-excludes" in line)
+    assert "is a SQLite database: kind fcntl locks the whole file" in lines["fcntl.yaml"]
+    assert "kind: sqlite-write" in lines["fcntl.yaml"]
+    assert "SQLite database" not in lines["clirace.yaml"]
+
+
+def test_validate_says_a_helper_holder_cannot_test_the_tools_release():
+    proc = run_clirace("validate", FIXTURES / "locks" / "sqlite-busy" / "helper.yaml", env=NO_STRACE)
+    assert proc.returncode == 0, proc.stderr
+    words = {line[2]: " ".join(line[3:]) for line in criteria_lines(proc.stdout)}
+    assert words["lock-released-on-exit"].startswith("will not test lock.hold.run is a helper program")
+    assert words["lock-excludes"].startswith("will test lock.contender while lock.hold.run holds the lock")

@@ -39,8 +39,11 @@ def summary(ops: tuple[FileOp, ...], within: str, reading: locking.Reading | Non
                        and inside(op.paths[0]) and "O_TRUNC" in op.flags and "O_EXCL" not in op.flags})
     renamed_onto = {op.paths[1] for op in ops if op.ok and op.call in RENAMES and len(op.paths) >= 2
                     and inside(op.paths[1])}
+    # A file renamed away or removed again (a temp file, link(2)'s pid file) was never state rewritten in place.
+    gone = {op.paths[0] for op in ops if op.ok and op.paths and op.call in (*RENAMES, "unlink", "unlinkat")}
+    temps = (reading or locking.read([ops])).temps | gone
     return Summary(written=[short(p) for p in written],
-                   in_place=[short(p) for p in in_place if p not in renamed_onto],  # replaced by rename in the end
+                   in_place=[short(p) for p in in_place if p not in renamed_onto and p not in temps],  # replaced by rename in the end
                    renamed_onto=sorted(short(dst) for dst in renamed_onto),
                    locks=[short(m) for m in mechanisms(ops, reading)])
 
@@ -51,10 +54,11 @@ def mechanisms(ops: tuple[FileOp, ...], reading: locking.Reading | None = None) 
     reading = reading or locking.read([ops])
     found = []
     for op in ops:
-        path = op.paths[0] if op.paths else "?"
+        path = locking.lock_path(op) or "?"
         if reading.attempt(op):
             found.append(f"flock on {path}" if op.call == "flock" else f"fcntl record lock on {path}"
-                         if op.call == "fcntl" else f"lock file created with O_CREAT|O_EXCL: {path}")
+                         if op.call == "fcntl" else f"lock file made by {op.call}(2): {path}" if locking.linked(op)
+                         else f"lock file created with O_CREAT|O_EXCL: {path}")
         elif path.endswith(("-journal", "-wal")):
             found.append(f"sqlite ({os.path.basename(path)})")
     return list(dict.fromkeys(found))
@@ -83,7 +87,7 @@ def describe(trial: Trial) -> str:
     if renamed:
         parts.append(f"replaced {', '.join(renamed[:2])} by rename")
     locks = sorted({m for s in observed.values() for m in s.locks})
-    parts.append(f"locking seen: {', '.join(locks)}" if locks else "no lock call seen (flock, fcntl, O_EXCL)")
+    parts.append(f"locking seen: {', '.join(locks)}" if locks else "no lock call seen (flock, fcntl, O_EXCL, link)")
     return "; ".join(parts)
 
 

@@ -4,10 +4,14 @@ table, transactions, and the evidence lines. Beside the checks, so a better read
 Redis: a key read (GET, HGET, LRANGE...) and later written back (SET, HSET...) or deleted from (DEL, LREM,
 SREM...) by the same connection is a read-modify-write in the client, unless the key was WATCHed before the
 read and the write ran in MULTI/EXEC (optimistic, refused on conflict), or it all ran in a script (MONITOR
-names a script's own commands `lua`). Atomic commands (INCR, LPOP, SET NX, GETDEL) are not reads here.
+names a script's own commands `lua`). Atomic commands (INCR, LPOP, SET NX, GETDEL) are not reads here, and a
+lock key (set with NX by any client of the trial) is no state: a GET of it and then its DEL is a release, not a
+claim (services/ops.py reads the locks).
 PostgreSQL: a SELECT from a table and a later UPDATE (or DELETE) of it by the same backend is one unless both
 ran in one transaction that locked the rows it read (FOR UPDATE / FOR SHARE), checked a version in the
-UPDATE's WHERE, or ran at REPEATABLE READ or SERIALIZABLE (refused on conflict).
+UPDATE's WHERE, or ran at REPEATABLE READ or SERIALIZABLE (refused on conflict), or the backend held an exclusive
+advisory lock from before the SELECT (pg_advisory_lock, pg_try_advisory_lock: the log does not show the answer,
+and a tool goes on only once it has the lock) until after the UPDATE.
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from dataclasses import dataclass
 
 from ..history import ServerOp, Trial
 from ..services.ops import table as table_of
-from ..services.ops import CHATTER, REDIS_DELETES, REDIS_READS, REDIS_WRITES, conditional, locking_read, redis_keys
+from ..services.ops import (ADVISORY, ADVISORY_UNLOCK, CHATTER, REDIS_DELETES, REDIS_READS, REDIS_WRITES,
+                           conditional, lock_call, lock_keys, locking_read, redis_keys)
 
 _TX = re.compile(r"^\s*(begin|commit|rollback|start transaction|end|set|show)\b", re.I)
 _VERSION_CHECK = re.compile(r"\bwhere\b.*\b(version|revision|rev|etag|xmin|updated_at|modified_at)\b\s*=",
@@ -54,13 +59,14 @@ def by_client(ops: tuple[ServerOp, ...], service: str) -> dict[str, list[ServerO
 
 def redis_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
     found = []
+    locks = lock_keys(ops)
     for client, mine in by_client(ops, "redis").items():
         watched: set[str] = set()
         in_multi = False
         read: dict[str, ServerOp] = {}
         for op in mine:
             name = op.words[0].upper() if op.words else ""
-            keys = redis_keys(op.words)
+            keys = tuple(k for k in redis_keys(op.words) if k not in locks)
             if name == "WATCH":
                 watched |= set(keys)
             elif name == "MULTI":
@@ -87,7 +93,16 @@ def postgres_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
     for client, mine in by_client(ops, "postgres").items():
         strict = {op.xact for op in mine if _STRICT.search(op.sql)}
         read: dict[str, ServerOp] = {}
+        advisory = False  # the backend holds an advisory lock: what it reads and writes meanwhile is serialised
         for op in mine:
+            if ADVISORY.search(op.sql):
+                advisory, read = True, {}
+                continue
+            if ADVISORY_UNLOCK.search(op.sql):
+                advisory = False
+                continue
+            if advisory:
+                continue
             for kind in ("select", "update", "delete"):
                 table = table_of(kind, op.sql)
                 if table is None:
@@ -106,6 +121,11 @@ def postgres_hazards(ops: tuple[ServerOp, ...]) -> list[ReadThenWrite]:
                     found.append(ReadThenWrite("postgres", client, table, before, op, kind == "delete", how))
                 break
     return found
+
+
+def locks_taken(trial: Trial) -> list[ServerOp]:
+    """The lock calls the trial's servers saw (SET NX, advisory locks, FOR UPDATE): the tool locks, in a server."""
+    return [op for op in trial.server_ops if lock_call(op.service, op.words, op.sql)]
 
 
 def hazards(trial: Trial) -> list[ReadThenWrite]:

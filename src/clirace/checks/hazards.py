@@ -3,7 +3,9 @@ opens a race window, whether or not a round lost anything. The rounds decide the
 they may fail on another day, with the calls that show it:
 
 - the state is read before any lock is taken (a lock taken after the read protects nothing), or no lock at all
-  (an open of a state file made only to lock it is no read; a failed exclusive create of a marker is no lock);
+  (an open of a state file made only to lock it is no read; a failed exclusive create of a marker is no lock; a
+  round whose servers saw a lock taken, SET NX, an advisory lock or FOR UPDATE, did lock: strace cannot see it,
+  and which invocation's connection took it is not known, so no "without any lock call" is said there);
 - a temp file at a fixed path is written by every invocation (two runs clobber each other's);
 - a lock file created with O_EXCL is left behind by an invocation that ended normally;
 - the state is rewritten in place (opened with O_TRUNC, or truncated) rather than replaced by a rename, so a
@@ -20,6 +22,7 @@ from collections import Counter
 from .. import locking
 from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
 from ..history import FileOp, History, WorkloadRound
+from . import _served
 from ._common import finding, records
 from ..locking import RENAMES, written_paths
 from ..observe import OWN_DIRS, TEMP_DIRS
@@ -50,6 +53,7 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
     renamed_away = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
                     if op.call in RENAMES and op.paths}
     state = locking.state_files(trial.traces, trial.sandbox, OWN_DIRS, TEMP_DIRS, min_writers=2)
+    server_locked = bool(_served.locks_taken(trial))
     out: list[Finding] = []
     fixed_temps = sorted(p for p, n in writers.items() if n == everyone > 1 and p not in locks
                          and (p in renamed_away or p.startswith(TEMP_DIRS)))
@@ -61,6 +65,8 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
                            and op.paths and _rel(op.paths[0], root) in state and not _to_its_lock(ops, n, reading)),
                           None)
         first_lock = next((n for n, op in enumerate(ops) if reading.attempt(op)), None)  # tried, even if refused
+        if first_lock is None and server_locked:
+            continue
         if first_read is not None and (first_lock is None or first_read < first_lock):
             read = ops[first_read]
             def shown(op: FileOp) -> str:
@@ -88,8 +94,9 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
         inv = trial.invocation(label)
         if inv is None or not inv.ok:
             continue
-        created = [op.paths[0] for op in ops if op.ok and op.paths and locking.exclusive_create(op)
-                   and op.paths[0] in reading.lock_files]
+        created = [locking.lock_path(op) for op in ops if op.ok and op.paths
+                   and (locking.exclusive_create(op) or locking.linked(op))
+                   and locking.lock_path(op) in reading.lock_files]
         gone = {op.paths[0] for op in ops if op.ok and op.paths and op.call in ("unlink", "unlinkat", *RENAMES)}
         left = [p for p in created if p not in gone]
         if left:

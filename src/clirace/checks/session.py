@@ -10,6 +10,12 @@ plus a hash of the id passes on the second; one that ignores the id and makes a 
 no more with itself the second time than with any other run, and fails.
 Paths are compared relative to each trial's sandbox and shown as {sandbox}/...; an invocation killed at its
 deadline is unknown, never a failure of its own, and it leaves the criterion undecided rather than passed.
+
+Every path outside the state counts, not only temp files: a file that runs of two sessions (or two runs without an
+id) locked or wrote outside the sandbox, where HOME, TMPDIR and XDG_* point, is the same whatever the session id
+and the state home (a fixed /tmp/tool.lock): every session, and every user of the machine, shares it (CR506).
+Outputs are compared with what the same input gave run alone (the output workload's serial reference runs, when
+the session command is that workload's): an output that is another input's result was clobbered (CR131).
 """
 from __future__ import annotations
 
@@ -17,11 +23,13 @@ from collections import defaultdict
 import os
 from collections.abc import Iterable
 
+from .. import locking, observe
 from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
 from ..history import History, OutputRun, SessionRun
 from ..observe import written_paths
 from ..vocab import Outcome
 from ._common import Undecided, finding, not_run_verdict, records
+from . import reference
 from .output import output_findings
 
 ID = "session-isolation"
@@ -166,6 +174,54 @@ def _shared(trial: SessionRun, writes: dict[str, list[str]]) -> list[Finding]:
             for rel, labels in users.items() if len({owner.get(label, label) for label in labels}) > 1]
 
 
+def _fixed_paths(trials: list[SessionRun]) -> list[Finding]:
+    """CR506: a file outside the sandbox locked or written by runs of more than one session (observe.shared_paths)."""
+    users: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)  # path -> label shown -> (owner, how)
+    where: dict[str, SessionRun] = {}
+    for trial in trials:
+        for label, ops in trial.traces.items() if trial.traced else ():
+            reading = locking.read([ops])
+            locked = {locking.lock_path(op) for op in ops if op.paths and reading.held(op)}
+            run = trial.runs.get(label)
+            shown = label if trial.with_ids else f"{label} (without ids)"
+            owner = run.session_id if trial.with_ids and run is not None else shown
+            for path in observe.shared_paths(ops, trial.sandbox):
+                users[path][shown] = (owner, "locked" if path in locked else "wrote")
+                where.setdefault(path, trial)
+    out = []
+    for path, used in users.items():
+        owners = {owner for owner, _ in used.values()}
+        if len(owners) < 2:
+            continue
+        labels = list(used)
+        how = "locked" if any(h == "locked" for _, h in used.values()) else "wrote"
+        out.append(finding("CR506", where[path], labels[:2], "paths under the session's state home or namespace",
+                           path, path=path, how=how, count=len(owners),
+                           labels=", ".join(labels[:4]) + (f" and {len(labels) - 4} more" if len(labels) > 4 else "")))
+    return out
+
+
+def _reference(history: History, trial: SessionRun, runs: dict[str, OutputRun]) -> dict[str, reference.Template] | None:
+    """label -> what its input gave run alone (out-N of the serial runs, for run-N and again-N); None without them."""
+    if not trial.reference:
+        return None
+    alone = reference.templates(history, trial.reference)
+    if not alone:
+        return None
+    return {label: alone[f"out-{label.rsplit('-', 1)[1]}"] for label in runs
+            if f"out-{label.rsplit('-', 1)[1]}" in alone}
+
+
+def _as_alone(runs: dict[str, OutputRun]) -> dict[str, OutputRun]:
+    """The runs with their own input and output file names (io/run-input-N.txt) written as the serial runs' were
+    (io/out-input-N.txt): a tool that names its input in its output gives the same text for the same input."""
+    def alone(text: str | None, prefix: str) -> str | None:
+        return None if text is None else text.replace(f"{prefix}-input-", "out-input-").replace(
+            f"{prefix}-output-", "out-output-")
+    return {label: OutputRun(run.marker, run.output, run.session_id, alone(run.produced, label.rsplit("-", 1)[0]))
+            for label, run in runs.items()}
+
+
 def _batches(trial: SessionRun) -> Iterable[dict[str, OutputRun]]:
     """The runs of each batch: outputs are compared within one (the same inputs fed twice)."""
     for prefix in BATCHES:
@@ -204,6 +260,17 @@ def check(history: History) -> Verdict:
                 failed.append(finding("CR503", trial, [label], "exit 0", inv.ending(), label=label,
                                         outcome=inv.ending(), printed=inv.printed(100)))
         for runs in _batches(trial):
+            expected = _reference(history, trial, runs)
+            if expected is not None:
+                # Only another input's result is evidence of clobbering here: an output that matches no reference
+                # may carry the session id, which the serial runs were not given.
+                found = output_findings(trial, _as_alone(runs), expected)
+                astray = [f for f in found if f.code == "CR131" and str(f.args["found"]).startswith("neither")]
+                findings.extend(f for f in found if f not in astray)
+                notes.append(f"{trial.name}: {len(expected)} outputs compared with what their input gave run alone"
+                             + (f" ({len(astray)} matched no input's result, which may be the session id in them)"
+                                if astray else ""))
+                continue
             try:
                 findings.extend(output_findings(trial, runs))
             except Undecided as exc:  # the temp paths still speak; whose output is whose cannot be told
@@ -224,6 +291,7 @@ def check(history: History) -> Verdict:
                          + (f", placed in their session's namespace ({'; '.join(how)})" if how else ""))
         else:
             notes.append(f"{trial.name}: {count} temp files written by {len(writes)} runs, none shared")
+    findings += _fixed_paths(trials)
     findings += failed
     if findings:
         return Verdict(ID, FAIL, findings[0].message() + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""),

@@ -292,6 +292,8 @@ class Box:
             self.unusable = tampered
             raise TrialFailed(tampered)
         values = {**self.values(), **extra}
+        if isinstance(sub, OwnCommand):  # a program of its own (setup's `run`, lock.hold.run): not the tool
+            return placeholders.expand_all(sub.argv, values)
         return [*placeholders.expand_all(self.spec.command, values), *placeholders.expand_all(prefix, values),
                 *placeholders.expand_all(sub, values)]
 

@@ -3,7 +3,10 @@
 - CommandHold: a test hook of the tool that takes the lock and waits for {release_file} (or {hold_seconds});
 - ParkHold: a real invocation, parked while it reads a state file that clirace has replaced by a named pipe
   (the tool reads that file after taking its lock, so while it waits on the pipe it holds the lock);
-- TakeHold: clirace takes the lock itself, the way the tool does (no tool process holds it);
+- TakeHold: clirace takes the lock itself, the way the tool does (no tool process holds it): a lock file
+  (exclusive-create, or link: the same file, which the tool's link(2) onto its name then finds), flock, fcntl;
+- SqliteWriteHold: clirace holds SQLite's write lock on the tool's database (BEGIN IMMEDIATE, kept open), which
+  lets readers in, as a writing tool does, where an fcntl lock on the whole file stops them at start-up;
 - StopHold: for the release experiment of a `take` spec, a real invocation stopped by strace just after its
   lock call (no hook, no FIFO).
 
@@ -17,6 +20,7 @@ import errno
 import fcntl
 import os
 import signal
+import sqlite3
 import stat
 import time
 from pathlib import Path
@@ -26,6 +30,7 @@ from ..services import ServerError
 from ..history import Invocation
 from ..launch import Running
 from ..spec import Hold as HoldSpec
+from ..spec import OwnCommand
 from ..vocab import EventKind, HoldMode, LockKind, ReadyKind
 from . import effects
 from ._box import Box, TrialFailed
@@ -141,7 +146,12 @@ class Holder:
 
 
 class CommandHold(Holder):
-    """A test hook: `lock.hold.command`, ready when `lock.hold.ready` says so, released by {release_file}."""
+    """A test hook: `lock.hold.command`, ready when `lock.hold.ready` says so, released by {release_file}; or
+    `lock.hold.run`, a helper program that is not the tool (so the tool is not the holder)."""
+
+    @property
+    def tool_holds(self) -> bool:  # type: ignore[override]
+        return not self.spec.own
 
     def hold_seconds(self) -> float:
         lock = self.box.spec.lock
@@ -160,7 +170,8 @@ class CommandHold(Holder):
                                          hold_ms=f"{int(self.hold_seconds() * 1000)}")
         values.update(effects.values(self.box, "holder", self.spec.command, [value for _, value in self.spec.env]))
         env = {name: self.box.path(value, **values) for name, value in self.spec.env}
-        self.running = self.box.start("holder", self.spec.command, pty=self.pty, extra_env=env or None, **values)
+        command = OwnCommand(self.spec.command) if self.spec.own else self.spec.command
+        self.running = self.box.start("holder", command, pty=self.pty, extra_env=env or None, **values)
         assert self.spec.ready is not None and self.running is not None
         kind, value = self.spec.ready
         if kind is ReadyKind.DELAY:
@@ -348,7 +359,7 @@ class TakeHold(Holder):
 
     def _take(self) -> None:
         path = self.path
-        if self.spec.kind is LockKind.EXCLUSIVE_CREATE:
+        if self.spec.kind in (LockKind.EXCLUSIVE_CREATE, LockKind.LINK):
             content = self.box.path(self.spec.content or "", pid=os.getpid(), now=int(time.time()))
             try:
                 safefs.write_new(self.root, self.rel, content.encode(), parents=True)
@@ -385,6 +396,51 @@ class TakeHold(Holder):
             self._fd = None
 
 
+class SqliteWriteHold(Holder):
+    """clirace holds SQLite's write lock on the database at `take.path`: a connection of its own in BEGIN IMMEDIATE
+    (the RESERVED lock a writer takes), kept open until the release. Readers still get in; a writer waits its busy
+    timeout, then is told "database is locked"."""
+    tool_holds = False
+
+    def __init__(self, box: Box, pty: bool = False, longest: float = 0.0):
+        super().__init__(box, pty, longest)
+        self.path = Path(box.path(self.spec.path or ""))
+        self.rel = safefs.within(box.sandbox.root, self.path)  # the spec loader keeps it inside the sandbox
+        self._conn: sqlite3.Connection | None = None
+
+    def _take(self) -> None:
+        found = safefs.kind(self.box.sandbox.root, self.rel)
+        if found != "a regular file":  # missing, or a link or pipe the target planted: never opened
+            raise TrialFailed(f"clirace could not take SQLite's write lock on {self.path}: it is {found} "
+                              "after setup (the setup must create the database)")
+        try:  # mode=rw: never creates a database where the tool has none
+            conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=0, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise TrialFailed(f"clirace could not open {self.path} with SQLite: {exc}") from None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise TrialFailed(f"clirace could not take SQLite's write lock on {self.path}: {exc}") from None
+        self._conn = conn
+
+    def alive(self) -> bool:
+        return self._conn is not None
+
+    def _let_go(self, invalid: bool) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.execute("ROLLBACK")  # nothing was written: the tool finds its database as it was
+            except sqlite3.Error:
+                pass
+            self._conn.close()
+            self._conn = None
+
+
 class StopHold(Holder):
     """No hook and no FIFO: a real invocation of the contender, stopped by strace just after it took the lock
     that `lock.hold.take` names, held there, then let go or signalled where it stands (stopper.Hold).
@@ -404,7 +460,10 @@ class StopHold(Holder):
         wrap = stopper.hold_prefix(prefix, self.path, self.spec.kind.value, cwd=self.box.launcher.cwd)
         contender = self.box.spec.lock.contender
         self.running = self.box.start("holder", contender, wrap=wrap, **effects.values(self.box, "holder", contender))
-        self.stopped = stopper.Hold(self.running, prefix, self.path, self.spec.kind.value)
+        # A link lock is the link call itself: nothing is done on the lock's name after it until its removal, so
+        # the tool is held on the link's return.
+        self.stopped = stopper.Hold(self.running, prefix, self.path, self.spec.kind.value,
+                                    at="lock" if self.spec.kind is LockKind.LINK else "inside")
         if self.stopped.wait_held(self.box.spec.timeout) is None:
             self._not_ready(f"it was never seen to take its lock on {self.path} (and go on from it)")
 
@@ -482,6 +541,8 @@ def holder(box: Box, pty: bool = False, tool: bool = False, longest: float = 0.0
         return ServerTakeHold(box, pty, longest)
     if tool and hold.how is HoldMode.TAKE:
         return StopHold(box, pty, longest)
+    if hold.how is HoldMode.TAKE and hold.kind is LockKind.SQLITE_WRITE:
+        return SqliteWriteHold(box, pty, longest)
     return STRATEGIES[hold.how](box, pty, longest)
 
 

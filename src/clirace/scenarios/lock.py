@@ -248,6 +248,11 @@ def release(ctx: Context) -> None:
                     "Add lock.hold.command (a hook that takes the lock and waits for {release_file}) so the tool "
                     "is the holder, instead of lock.hold.take.")
         return
+    if lock.hold.own:
+        ctx.not_run("lock-release", "lock.hold.run is a helper program, not the tool: how it lets go of the lock says "
+                    "nothing of how the tool does",
+                    "Add lock.hold.command (a hook of the tool's own) or lock.hold.park so that the tool is the holder.")
+        return
     if lock.hold.how is HoldMode.TAKE and (why := stop_hold_usable() or ("" if ctx.strace else ctx.strace_note)):
         ctx.not_run("lock-release", f"with lock.hold.take the tool is held at its lock by strace, which cannot "
                     f"here ({why})", "Install strace, or add lock.hold.command or lock.hold.park so the tool holds "

@@ -38,7 +38,8 @@ def run(ctx: Context) -> None:
             token = box.token()
             ids = [f"sess{i}-{token}" for i in range(ctx.parallel)] if with_ids else None
             box.fields.update(with_ids=with_ids, traced=ctx.strace,
-                              temp_dirs=tuple(box.path(d) for d in session.temp_dirs))
+                              temp_dirs=tuple(box.path(d) for d in session.temp_dirs),
+                              reference=output.name if output is not None and session.run is None else "")
             runs = {}
             for prefix in ("run", "again") if with_ids else ("run",):
                 runs |= run_outputs(ctx, box, command, prefix, session_flag=session.flag if with_ids else None,

@@ -4,8 +4,10 @@ invocation there).
 
 Redis: the commands that read a key, write one from what the client computed, or delete from one; atomic
 read-modify-writes (INCR, LPOP, GETDEL, SET NX) are none of these. PostgreSQL: the table a SELECT reads from, an
-UPDATE or DELETE changes. And what takes a server lock, decided here only: a Redis key set with NX or XX, a
-SELECT ... FOR UPDATE (or SHARE).
+UPDATE or DELETE changes. And the server locks a tool takes: a Redis key set with NX (SET key v NX [PX ms],
+SETNX), PostgreSQL's advisory locks (pg_advisory_lock, pg_try_advisory_lock and their _xact_ and _shared forms)
+and rows locked with SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR SHARE. A lock key is no state: reading it
+(whose token is it?) and deleting it (the release) is no read-modify-write and no claim.
 """
 from __future__ import annotations
 
@@ -49,6 +51,10 @@ def conditional(words: tuple[str, ...] | list[str]) -> bool:
 
 # --- server locks: what takes one is decided here only (the hazards and the rendezvous read it) --------------
 _LOCKING_READ = re.compile(r"\bfor\s+(update|share|no\s+key\s+update|key\s+share)\b", re.I)
+_PG_LOCK = re.compile(r"\bpg_(?:try_)?advisory_(?:xact_)?lock(?:_shared)?\s*\(|\bfor\s+(?:no\s+key\s+)?(?:update|share)\b",
+                      re.I)
+ADVISORY = re.compile(r"\bpg_(?:try_)?advisory_(?:xact_)?lock\s*\(", re.I)  # exclusive: _shared ones serialise nothing
+ADVISORY_UNLOCK = re.compile(r"\bpg_advisory_unlock(?:_all)?\s*\(", re.I)
 
 
 def locking_read(sql: str) -> bool:
@@ -56,6 +62,17 @@ def locking_read(sql: str) -> bool:
     return bool(_LOCKING_READ.search(sql))
 
 
+def redis_lock(words: tuple[str, ...] | list[str]) -> bool:
+    """SET key value NX [PX ms | EX s] or SETNX: a lock (or a claim) taken atomically by the server."""
+    name = words[0].upper() if words else ""
+    return name == "SETNX" or (name == "SET" and any(str(w).upper() == "NX" for w in words[3:]))
+
+
+def lock_call(service: str, words: tuple[str, ...] | list[str], sql: str) -> bool:
+    """Whether a command asks a server for a lock (whatever the answer, which MONITOR and the log do not show)."""
+    return redis_lock(words) if service == "redis" else bool(_PG_LOCK.search(sql))
+
+
 def lock_keys(ops: Iterable) -> set[str]:
-    """The Redis keys a command set with NX or XX (ServerOps): locks or claims the server decides, not state."""
-    return {key for op in ops if op.service == "redis" and conditional(op.words) for key in redis_keys(op.words)}
+    """The Redis keys a trial's clients set with NX: lock keys, not state."""
+    return {key for op in ops if op.service == "redis" and redis_lock(op.words) for key in redis_keys(op.words)}
