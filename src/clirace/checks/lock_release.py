@@ -56,9 +56,9 @@ def check(history: History) -> Verdict:
             unknown.append(f"{way}: {trial.error}")
             continue
         if any(_ended(other) != _ended(trial) for other in runs[way][1:]):
-            outlived = f"the holder outlived its {trial.signal_wait:g} s wait"
-            ended = f"the holder ended within its {trial.signal_wait:g} s wait"
-            first, second = (outlived, ended) if _ended(trial)[0] else (ended, outlived)
+            late = f"the holder outlived its {trial.signal_wait:g} s wait"
+            in_time = f"the holder ended within its {trial.signal_wait:g} s wait"
+            first, second = (late, in_time) if _ended(trial)[0] else (in_time, late)
             unknown.append(f"{way}: {FLAKY}: {flaky_words(first, second)}")
             disagreed = True
             continue
