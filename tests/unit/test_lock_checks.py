@@ -308,6 +308,22 @@ def test_two_runs_that_disagree_on_a_timing_outcome_are_flaky_not_a_verdict():
         assert v.status == "unknown" and v.summary.startswith("flaky: the contender answered only after"), v
 
 
+def test_every_run_twice_outcome_that_disagrees_says_flaky_in_its_data():
+    """Issue 25 item 10: one helper and one word (rates["flaky"]) for the three outcomes the clock decides: the
+    conflict's answer, the lock wait's bounds, the holder's signal wait."""
+    conflict_runs = history(timed(inv("contender", 1, stderr="locked", ended=6.1)),
+                            timed(inv("contender", 1, stderr="locked", ended=1.0), round_=1))
+    wait_runs = history(waited(4, 2500), dataclasses.replace(waited(4, 1050), round=1))
+    stuck = release("sigterm", None, 0, signal=9, timed_out=True)
+    release_runs = history(*[t for t in all_released() if t.way is not Way.SIGTERM], stuck,
+                           dataclasses.replace(release("sigterm", None, 0, signal=15), round=1))
+    for check, h in ((lock_excludes, conflict_runs), (lock_structured, conflict_runs), (lock_wait, wait_runs),
+                     (lock_release, release_runs)):
+        v = check.check(h)
+        assert v.status == "unknown" and v.rates.get("flaky") is True and "flaky: " in v.summary, (check.ID, v)
+        assert "reported only when two runs agree" in v.summary
+
+
 def test_release_passes_only_on_a_record_of_every_way_the_holder_must_end():
     only_kill = [t for t in all_released() if t.way is Way.SIGKILL]
     v = lock_release.check(history(*only_kill))

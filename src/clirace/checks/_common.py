@@ -72,6 +72,21 @@ def one_line(value: object, limit: int = 200) -> str:
     return text[:limit] + ("…" if len(text) > limit else "")
 
 
+FLAKY = "flaky"  # the one word for an outcome the clock decided whose two runs disagreed (Verdict.rates["flaky"])
+
+
+def flaky(check_id: str, first: str, second: str, hint: str, findings: Sequence[Finding] = ()) -> Verdict:
+    """The verdict when an outcome the clock decided was run twice and the runs disagree (`first`, `second`: what
+    each showed): undecided, with the word in the data as well as in the summary."""
+    return Verdict(check_id, UNKNOWN, f"{FLAKY}: {flaky_words(first, second)}", list(findings), hint=hint,
+                   rates={FLAKY: True})
+
+
+def flaky_words(first: str, second: str) -> str:
+    return (f"{first} in a first run, and {second} in a second; an outcome decided by the clock is reported only "
+            "when two runs agree")
+
+
 class Undecided(Exception):
     """Raised by a `judge_one` whose trial cannot decide the invariant: Undecided(reason, hint)."""
 

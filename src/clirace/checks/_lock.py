@@ -15,7 +15,7 @@ from ..lockerror import succeeded
 from ..services.ops import conditional
 from ..timing import describe
 from ..vocab import EventKind
-from ._common import finding, not_run_verdict, one_line
+from ._common import finding, flaky, not_run_verdict, one_line
 from ._effects import effects_lost
 from .reference import lock_undecided
 
@@ -41,9 +41,8 @@ def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
     first, *again = trials
     for other in again:
         if _outcome(other) != _outcome(first):
-            return Verdict(check_id, UNKNOWN, f"flaky: the contender {_said(first)} in a first run, and "
-                           f"{_said(other)} in a second; an outcome decided by the clock is reported only when two "
-                           "runs agree", hint="Run the check again on a less loaded machine, or raise lock.prompt.")
+            return flaky(check_id, f"the contender {_said(first)}", _said(other),
+                         "Run the check again on a less loaded machine, or raise lock.prompt.")
     return first
 
 

@@ -14,7 +14,7 @@ from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
 from ..history import History, Invocation, LockConflict, LockRelease, Leftover, Trial
 from ..lockerror import printed_error, succeeded
 from ..vocab import Way
-from ._common import finding, not_run_verdict, records
+from ._common import FLAKY, finding, flaky_words, not_run_verdict, records
 from ._lock import NO_LOCK, not_excluded
 from .reference import lock_undecided
 
@@ -50,13 +50,17 @@ def check(history: History) -> Verdict:
     findings: list[Finding] = []
     passed: list[Way] = []
     unknown: list[str] = []
+    disagreed = False
     for way, trial in trials.items():
         if trial.error:
             unknown.append(f"{way}: {trial.error}")
             continue
         if any(_ended(other) != _ended(trial) for other in runs[way][1:]):
-            unknown.append(f"{way}: flaky: the holder outlived its {trial.signal_wait:g} s wait in one run and not in "
-                           "the other; an outcome decided by the clock is reported only when two runs agree")
+            late = f"the holder outlived its {trial.signal_wait:g} s wait"
+            in_time = f"the holder ended within its {trial.signal_wait:g} s wait"
+            first, second = (late, in_time) if _ended(trial)[0] else (in_time, late)
+            unknown.append(f"{way}: {FLAKY}: {flaky_words(first, second)}")
+            disagreed = True
             continue
         holder, nxt = trial.invocation("holder"), trial.invocation("next")
         if holder is None or nxt is None:
@@ -87,7 +91,7 @@ def check(history: History) -> Verdict:
     if required_fail:
         return Verdict(ID, FAIL, "; ".join(f.message() for f in required_fail), findings)
     if unknown:
-        return Verdict(ID, UNKNOWN, f"could not decide: {unknown[0]}", findings)
+        return Verdict(ID, UNKNOWN, f"could not decide: {unknown[0]}", findings, rates={FLAKY: True} if disagreed else {})
     untested = history.not_run("lock-release/error")
     unseen = [str(w) for w in REQUIRED if w not in trials and not (w is Way.ERROR and untested)]
     if unseen:  # a pass names its evidence: every way the holder must be able to end

@@ -7,7 +7,7 @@ from ..history import History, LockConflict, LockWait
 from ..lockerror import printed_error
 from ..vocab import EventKind
 from ..timing import wait_bounds
-from ._common import cut_short, finding, not_run_verdict, records
+from ._common import cut_short, finding, flaky, not_run_verdict, records
 from ._lock import UNHELD_HINT, conflict_trial, contender_state, holder_gone, lost_labels, silent_losses, unheld
 
 ID = "lock-wait-timeout"
@@ -52,9 +52,8 @@ def check(history: History) -> Verdict:
     first, *again = map(_judged, trials)
     for other in again:  # a first run outside its time bounds was run again: only two alike decide
         if (other.status, [f.code for f in other.findings]) != (first.status, [f.code for f in first.findings]):
-            return Verdict(ID, UNKNOWN, f"flaky: a first run gave {_short(first)}, a second {_short(other)}; an "
-                           "outcome decided by the clock is reported only when two runs agree",
-                           hint="Run the check again on a less loaded machine, or raise lock.wait.")
+            return flaky(ID, f"a run gave {_short(first)}", _short(other),
+                         "Run the check again on a less loaded machine, or raise lock.wait.")
         first.summary += f"; the same in a second run ({_short(other)})"
     return first
 
