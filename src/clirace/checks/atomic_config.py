@@ -75,6 +75,7 @@ _KILLED = re.compile(r"^(\d+)\s+\+\+\+ killed by SIGKILL")
 def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...]] | None:
     """(call, paths) of the call strace killed the writer at, from its log; None if it killed nothing."""
     lines = trial.kill_log.splitlines()
+    landed: list[tuple[str, tuple[str, ...], bool]] = []  # each killed thread's last call, and whether it was cut short
     for n, line in enumerate(lines):
         killed = _KILLED.match(line)
         if not killed:
@@ -84,9 +85,15 @@ def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...]] | None:
             if tid == killed.group(1) and "(" in rest:
                 op = parse_line(rest.replace("<unfinished ...>", ") = ?"), "")
                 if op is not None:
-                    return op.call, op.paths
-        return "", ()
-    return None
+                    landed.append((op.call, op.paths, not op.ok and rest.rstrip().endswith(("= ?", "<unfinished ...>"))))
+                break
+    if not any(_KILLED.match(line) for line in lines):
+        return None
+    # The whole thread group dies; the thread that made the call is the one the kill cut short in it (strace's
+    # inject), else the one stopped just after it (stopper.KillAfter writes only that thread). Other threads
+    # were parked elsewhere (a Go runtime thread's futex, libuv's pool), or show no call at all.
+    cut = [(call, paths) for call, paths, short in landed if short]
+    return (cut or [(call, paths) for call, paths, _ in landed] or [("", ())])[0]
 
 
 def _landed_where_meant(trial: WriterKilled, call: str, paths: tuple[str, ...]) -> bool:
@@ -155,6 +162,8 @@ def kind_of(point: KillPoint) -> str:
     """The kind of crash a kill point tries (MIN evidence is one landed kill of each kind found)."""
     if point.call.startswith("rename"):
         return "a rename onto the config"
+    if point.call == "openat":
+        return "an open of the config with O_TRUNC"
     return "a write to the config itself" if point.path else "a write to a temp file beside it"
 
 

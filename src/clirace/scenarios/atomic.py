@@ -24,7 +24,8 @@ from ._box import Box, Context, TrialFailed
 from .workloads import CONFIG_CAP, read_config, read_text
 
 MAX_KILL_POINTS = 8
-KILL_CALLS = f"{observe.WRITE_CALLS},{observe.RENAME_CALLS}"
+KILL_CALLS = f"{observe.WRITE_CALLS},fsync,fdatasync,{observe.RENAME_CALLS}"
+TRUNCATING = "openat"  # traced too: an open of the config with O_TRUNC empties it (an in-place writer's first step)
 KILL_LOG_CAP = 8 * 1024  # the end of a kill run's strace log kept in the history
 MAX_DISTINCT_SAMPLES = 200  # distinct config contents kept; the rest are counted in `dropped`
 
@@ -60,7 +61,9 @@ def run(ctx: Context) -> None:
             log = box.trace_dir / f"kill-{secrets.token_hex(8)}.log"
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
             killing = {"calls": point.call, "when": point.when, "log": log, "path": str(path) if point.path else None}
-            if point.exec_path:
+            if point.after:
+                _killed_just_after(box, workload, point, path, log)
+            elif point.exec_path:
                 _killed_after_exec(box, workload, point, killing)
             else:
                 box.run("killed-writer", workload.run, wrap=observe.kill_prefix(**killing), key=workload.key_name(1),
@@ -69,6 +72,33 @@ def run(ctx: Context) -> None:
                 box.event(EventKind.KILL_INJECTED, "killed-writer", point.name)
             box.fields["after"] = read_config(box, path, workload.config.format)[0]
             box.fields["kill_log"] = (read_text(log, KILL_LOG_CAP * 64)[0] or "")[-KILL_LOG_CAP:]
+
+
+def _killed_just_after(box: Box, workload: Workload, point: KillPoint, path: Path, log: Path) -> None:
+    """The killed writer, stopped just after each of its `point.call` calls (on the config only, for an open
+    with O_TRUNC) and SIGKILLed after the `point.when`-th on the file meant, counted over all its threads
+    (stopper.KillAfter). The log written is the killed thread's call and its kill, as strace's own would be."""
+    prefix = box.trace_dir / "after"
+    wrap = stopper.stop_prefix(prefix, [str(path)] if point.path else [], point.call, when="1+")
+    running = box.start("killed-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill", i=0,
+                        n=1, session_id="s0")
+    killer = stopper.KillAfter(running, prefix, lambda line: _on_point_file(line, point, path), point.when)
+    try:
+        killer.run(box.spec.timeout)
+    finally:
+        box.finish(running)
+        log.write_text(killer.log())
+
+
+def _on_point_file(line: str, point: KillPoint, path: Path) -> bool:
+    """Whether a trace line is a call of `point`'s kind on its file: the config opened with O_TRUNC, or a temp
+    file beside the config (any file in its directory but the config itself; its name is random)."""
+    op = observe.parse_line(line, str(path.parent))
+    if op is None or op.call != point.call or not op.paths:
+        return False
+    if point.path:
+        return point.path in op.paths and "O_TRUNC" in op.flags
+    return Path(op.paths[0]).parent == path.parent and op.paths[0] != str(path)
 
 
 def _killed_after_exec(box: Box, workload: Workload, point: KillPoint, killing: dict) -> None:
@@ -98,7 +128,8 @@ def _kill_points(ctx: Context, workload: Workload) -> list[KillPoint]:
         _seed(box, workload)
         path = Path(box.path(workload.config.path))
         box.fields["config_dir"] = str(path.parent)
-        wrap = observe.trace_prefix(box.trace_dir / "writer", f"{KILL_CALLS},{','.join(sorted(observe.PROCESS_CALLS))}")
+        wrap = observe.trace_prefix(box.trace_dir / "writer",
+                                    f"{KILL_CALLS},{TRUNCATING},{','.join(sorted(observe.PROCESS_CALLS))}")
         inv = box.run("traced-writer", workload.run, wrap=wrap, key=workload.key_name(1), value="after-kill",
                       i=0, n=1, session_id="s0")
         ops = box.file_ops("writer")
@@ -120,10 +151,10 @@ def _numbered(ops: tuple[FileOp, ...], path: Path, root: str) -> list[KillPoint]
     invocation make such calls too (a version manager's shim runs helpers that write to pipes), the kill run is
     taken over at the writing process's last exec, so the calls are counted from that exec on, in its threads."""
     tgid = _processes(ops)
-    kills = [op for op in ops if op.call not in observe.PROCESS_CALLS]
-    points = []
+    kills = [op for op in ops if op.call not in observe.PROCESS_CALLS and op.call != TRUNCATING]
+    points = _just_after(ops, path)
     for at, op in enumerate(kills):
-        if not any(Path(p).parent == path.parent for p in op.paths):
+        if not any(Path(p).parent == path.parent for p in op.paths) or _temp_beside(op, path):
             continue
         # strace 6's -P follows fds but not the paths of a rename: renames are counted among all of them.
         on_config = str(path) in op.paths and not op.call.startswith("rename")
@@ -145,6 +176,35 @@ def _numbered(ops: tuple[FileOp, ...], path: Path, root: str) -> list[KillPoint]
         points.append(KillPoint(op.call, when, name, str(path) if on_config else "",
                                 exec_path=_exec_path(execed) if execed is not None else "",
                                 exec_argv=tuple(a.replace(root, "{sandbox}") for a in argv or ())))
+    return points
+
+
+def _temp_beside(op: FileOp, path: Path) -> bool:
+    """A write-path call (not a rename) on a file beside the config, not the config itself."""
+    return (not op.call.startswith("rename") and op.call != TRUNCATING and bool(op.paths)
+            and Path(op.paths[0]).parent == path.parent and op.paths[0] != str(path))
+
+
+def _truncating(op: FileOp, path: Path) -> bool:
+    return op.call == TRUNCATING and op.ok and str(path) in op.paths and "O_TRUNC" in op.flags
+
+
+def _just_after(ops: tuple[FileOp, ...], path: Path) -> list[KillPoint]:
+    """The kill points strace's per-thread count cannot name (KillPoint.after): each call on a temp file
+    beside the config, and each open of the config with O_TRUNC, numbered over every thread and process of the
+    invocation, in the order the trace shows them (the kill run stops at each, so they come one at a time)."""
+    points: list[KillPoint] = []
+    seen: dict[str, int] = {}
+    for op in ops:
+        if _temp_beside(op, path):
+            key, what = op.call, f"to a temp file beside {path.name}"
+        elif _truncating(op, path):
+            key, what = "O_TRUNC", f"of {path.name} with O_TRUNC"
+        else:
+            continue
+        seen[key] = seen.get(key, 0) + 1
+        points.append(KillPoint(op.call, seen[key], f"{op.call} #{seen[key]} {what}, killed just after it",
+                                str(path) if key == "O_TRUNC" else "", after=True))
     return points
 
 
