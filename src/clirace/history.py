@@ -388,6 +388,10 @@ class KillPoint:
     # open by its flags): `when` then counts the calls on that file over every thread and process of the
     # invocation, each one stops it (stopper.KillAfter), and the process is SIGKILLed just after the `when`-th.
     after: bool = False
+    # Set when the call is a daemon's (a process an earlier command of the trial left running, which the command
+    # reached): its command line ({sandbox} for the sandbox). The kill run attaches to the process running it
+    # and counts from the attach, in it only (`when` is numbered so).
+    daemon: str = ""
 
 
 @dataclass(frozen=True)

@@ -518,14 +518,16 @@ class KillAfter:
         self.killed: tuple[int, str] | None = None  # (thread, the call it was killed after)
         self.note = ""
 
-    def run(self, timeout: float) -> None:
-        """Watch the invocation until it is killed or has ended (or `timeout`); every stop it is left in is
-        continued before returning, whatever happens."""
+    def run(self, timeout: float, over: Callable[[], bool] | None = None) -> None:
+        """Watch the invocation until it is killed or has ended (or `timeout`, or `over()` says the command it
+        works for has ended: a daemon does not end); every stop it is left in is continued before returning,
+        whatever happens."""
         continued: dict[int, int] = {}
         seen: float | None = None
         deadline = time.monotonic() + timeout
         try:
-            while self.killed is None and not ended(self.running) and time.monotonic() < deadline:
+            while (self.killed is None and not ended(self.running) and time.monotonic() < deadline
+                   and not (over is not None and over())):
                 self.stops.poll()
                 if not self.stops.pending:
                     time.sleep(POLL)

@@ -110,3 +110,19 @@ def test_an_open_of_the_config_with_o_trunc_is_a_kill_point_and_an_open_to_read_
     points = _numbered(in_place, CONFIG, SB)
     assert [(p.call, p.when, p.after, p.path) for p in points] == [
         ("openat", 1, True, str(CONFIG)), ("write", 1, False, str(CONFIG))]
+
+
+def test_a_daemons_calls_are_counted_in_the_daemon_only_for_the_strace_attached_to_it():
+    # The setup started the daemon (pid 70); the traced command (pid 50) reached it over a socket, and the daemon
+    # wrote and renamed. The client's own writes (to its socket) are not counted, nor is a hand-over asked for.
+    daemon = trace(
+        (50, 'write(3<socket:[5]>, "{}", 2) = 2'),
+        (70, f'write(7<{TEMP}>, "{{}}", 2) = 2'),
+        (70, f'rename("{TEMP}", "{CONFIG}") = 0'),
+        (50, f'rename("/sb/home/.config/t/x", "{CONFIG}") = 0'),  # the client renaming too: counted apart
+    )
+    points = _numbered(daemon, CONFIG, SB, {70: "python3 /sb/daemon.py"})
+    assert [(p.call, p.when, p.after, p.daemon) for p in points] == [
+        ("write", 1, True, "python3 {sandbox}/daemon.py"), ("rename", 1, False, "python3 {sandbox}/daemon.py"),
+        ("rename", 1, False, "")]
+    assert points[1].name == "rename #1 onto config.json in the daemon" and not points[1].exec_path
