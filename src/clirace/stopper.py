@@ -500,6 +500,14 @@ class Hold:
         self.close()
 
 
+def _threads(pid: int) -> list[int]:
+    """The threads of a process (/proc/PID/task), none once it is gone."""
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if tid.isdigit()]
+    except OSError:
+        return []
+
+
 class KillAfter:
     """SIGKILL an invocation just after the `when`-th call that `meant` matches (a trace line), counted over
     every thread and process it has: for a call strace's per-thread `when=N` cannot single out (a Go tool
@@ -507,8 +515,9 @@ class KillAfter:
     to an eventfd, and a temp file's random name cannot be given to -P).
 
     The invocation runs under `stop_prefix(prefix, paths, calls, when="1+")`: it stops just after every call of
-    `calls`. Once every live thread has joined the stop (see rendezvous.Rendezvous._all_stopped), the calls
-    so far are all in the trace: if `meant` has matched `when` of them, the process that made the last one is
+    `calls`. Once every live thread of the process that stopped has joined the stop (see
+    rendezvous.Rendezvous._all_stopped; other processes of the invocation go on), its calls so far are all in the
+    trace: if `meant` has matched `when` of them, the process that made the last one is
     killed while it is stopped there (nothing else ran since); else it is continued. `log()` is the killed
     thread's trace (each line led by its thread id, as `strace -f` writes it): the call it was killed after,
     then its `+++ killed by SIGKILL +++`; two matching calls that ended in one stop make it say so instead."""
@@ -534,7 +543,10 @@ class KillAfter:
                     continue
                 now = time.monotonic()
                 seen = seen or now
-                live = [tid for tid in self.stops.pids() if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+                # Only the processes that stopped: the others (a parent shell waiting, a shim's helpers) go on.
+                groups = {process_of(stop.pid) for stop in self.stops.pending}
+                live = [tid for group in groups for tid in _threads(group)
+                        if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
                 if not (all(self.stops.stopped.get(tid, 0) > continued.get(tid, 0) for tid in live)
                         or now - seen >= JOIN_PATIENCE):
                     time.sleep(POLL)

@@ -164,6 +164,8 @@ def kind_of(point: KillPoint) -> str:
         return "a rename onto the config"
     if point.call == "openat":
         return "an open of the config with O_TRUNC"
+    if point.call in ("fsync", "fdatasync"):  # what was written is there: a crash here says nothing of a write's middle
+        return "an fsync of the config itself" if point.path else "an fsync of a temp file beside it"
     return "a write to the config itself" if point.path else "a write to a temp file beside it"
 
 

@@ -238,7 +238,7 @@ def _numbered(ops: tuple[FileOp, ...], path: Path, root: str, daemons: dict[int,
     daemons = daemons or {}
     tgid = _processes(ops)
     kills = [op for op in ops if op.call not in observe.PROCESS_CALLS and op.call != TRUNCATING]
-    points = _just_after(ops, path, {pid: command.replace(root, "{sandbox}") for pid, command in daemons.items()},
+    placed = _just_after(ops, path, {pid: command.replace(root, "{sandbox}") for pid, command in daemons.items()},
                          tgid)
     for at, op in enumerate(kills):
         if not any(Path(p).parent == path.parent for p in op.paths) or _temp_beside(op, path):
@@ -263,11 +263,12 @@ def _numbered(ops: tuple[FileOp, ...], path: Path, root: str, daemons: dict[int,
         else:  # a temp file's name is random; say what it is, not what it is called
             name = f"{op.call} #{when} to a temp file beside {path.name}"
         argv = stopper.exec_argv(f"execve({execed.args}) = 0") if execed is not None else None
-        points.append(KillPoint(op.call, when, name + (" in the daemon" if daemon else ""),
-                                str(path) if on_config else "",
-                                exec_path=_exec_path(execed) if execed is not None else "",
-                                exec_argv=tuple(a.replace(root, "{sandbox}") for a in argv or ()), daemon=daemon))
-    return points
+        placed.append((op.at, KillPoint(op.call, when, name + (" in the daemon" if daemon else ""),
+                                        str(path) if on_config else "",
+                                        exec_path=_exec_path(execed) if execed is not None else "",
+                                        exec_argv=tuple(a.replace(root, "{sandbox}") for a in argv or ()),
+                                        daemon=daemon)))
+    return [point for _, point in sorted(placed, key=lambda pair: pair[0])]  # in the order the writer made them
 
 
 def _temp_beside(op: FileOp, path: Path) -> bool:
@@ -281,13 +282,13 @@ def _truncating(op: FileOp, path: Path) -> bool:
 
 
 def _just_after(ops: tuple[FileOp, ...], path: Path, daemons: dict[int, str] | None = None,
-                tgid: dict[int, int] | None = None) -> list[KillPoint]:
+                tgid: dict[int, int] | None = None) -> list[tuple[float, KillPoint]]:
     """The kill points strace's per-thread count cannot name (KillPoint.after): each call on a temp file
     beside the config, and each open of the config with O_TRUNC, numbered over every thread and process of the
     invocation (or of the daemon that made it: the kill run attaches to it alone), in the order the trace shows
     them (the kill run stops at each, so they come one at a time)."""
     daemons, tgid = daemons or {}, tgid or {}
-    points: list[KillPoint] = []
+    points: list[tuple[float, KillPoint]] = []  # (when the call was made, the point)
     seen: dict[tuple[str, str], int] = {}
     for op in ops:
         if _temp_beside(op, path):
@@ -299,9 +300,9 @@ def _just_after(ops: tuple[FileOp, ...], path: Path, daemons: dict[int, str] | N
         daemon = daemons.get(tgid.get(op.pid, op.pid), "")
         key = (call, daemon)
         seen[key] = seen.get(key, 0) + 1
-        points.append(KillPoint(op.call, seen[key], f"{op.call} #{seen[key]} {what}"
-                                f"{' in the daemon' if daemon else ''}, killed just after it",
-                                str(path) if call == "O_TRUNC" else "", after=True, daemon=daemon))
+        points.append((op.at, KillPoint(op.call, seen[key], f"{op.call} #{seen[key]} {what}"
+                                        f"{' in the daemon' if daemon else ''}, killed just after it",
+                                        str(path) if call == "O_TRUNC" else "", after=True, daemon=daemon)))
     return points
 
 
