@@ -4,8 +4,12 @@ Crash injection: one traced run of a writer lists its write and rename calls tha
 directory (the config itself, or a temp file beside it); then, in a fresh sandbox each, the writer is
 SIGKILLed by strace at each of those calls in turn (`inject=CALL:signal=SIGKILL:when=N`, N counted per
 call and per thread, as strace does; behind a version manager's shim, from the writing process's last exec,
-in that process only: `_numbered`). The records keep the config before and after; the check decides
-whether it is the old or the new one, whole.
+in that process only: `_numbered`). Calls on a temp file beside the config and an open of the config with
+O_TRUNC are numbered over every thread and process instead, and the writer is stopped just after each and
+killed after the one meant (`stopper.KillAfter`): Go and Node make them from threads strace's count cannot
+single out. A daemon an earlier command of the trial left running, which the command reaches, is traced and
+killed by pid (`_Attached`). The records keep the config before and after; the check decides whether it is the
+old or the new one, whole.
 """
 from __future__ import annotations
 
@@ -261,10 +265,8 @@ def _numbered(ops: tuple[FileOp, ...], path: Path, root: str, daemons: dict[int,
         when = sum(1 for n in counted if kills[n].pid == op.pid and n <= at)
         if op.call.startswith("rename"):  # mv tries renameat2(RENAME_NOREPLACE), then rename
             name = f"{op.call} #{when} onto {Path(op.paths[-1]).name}"
-        elif str(path) in op.paths:
+        else:  # on the config itself (a temp file's calls are _just_after's)
             name = f"{op.call} #{when} to {path.name} itself"
-        else:  # a temp file's name is random; say what it is, not what it is called
-            name = f"{op.call} #{when} to a temp file beside {path.name}"
         argv = stopper.exec_argv(f"execve({execed.args}) = 0") if execed is not None else None
         placed.append((op.at, KillPoint(op.call, when, name + (" in the daemon" if daemon else ""),
                                         str(path) if on_config else "",
