@@ -392,6 +392,15 @@ class KillPoint:
     # in that process only (`when` is numbered so), by an strace that takes it over just after the exec.
     exec_path: str = ""
     exec_argv: tuple[str, ...] = ()
+    # Set when strace's count per thread cannot name the call (a temp file's random name cannot be given to -P,
+    # and a runtime's other threads write to pipes and eventfds; an open with O_TRUNC is told from a read's
+    # open by its flags): `when` then counts the calls on that file over every thread and process of the
+    # invocation, each one stops it (stopper.KillAfter), and the process is SIGKILLed just after the `when`-th.
+    after: bool = False
+    # Set when the call is a daemon's (a process an earlier command of the trial left running, which the command
+    # reached): its command line ({sandbox} for the sandbox). The kill run attaches to the process running it
+    # and counts from the attach, in it only (`when` is numbered so).
+    daemon: str = ""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ _LINE = re.compile(r"^(?:(?P<at>\d+\.\d+)\s+)?(?P<call>\w+)\((?P<args>.*)\)\s+=\
 # relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
 _STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
 _OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
-_FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate", "close"}
+_FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate", "close", "fsync", "fdatasync"}
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
 
 

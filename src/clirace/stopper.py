@@ -67,6 +67,7 @@ LOCK_CALLS = locking.CALLS
 # Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
 AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
 POLL = 0.002
+JOIN_PATIENCE = 1.0  # seconds to wait for every thread of a stopped process to join its stop (one stuck is not waited for)
 READ_CHUNK = 1 << 20  # at most this much of a trace file per poll
 
 
@@ -487,3 +488,79 @@ class Hold:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _threads(pid: int) -> list[int]:
+    """The threads of a process (/proc/PID/task), none once it is gone."""
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if tid.isdigit()]
+    except OSError:
+        return []
+
+
+class KillAfter:
+    """SIGKILL an invocation just after the `when`-th call that `meant` matches (a trace line), counted over
+    every thread and process it has: for a call strace's per-thread `when=N` cannot single out (a Go tool
+    writes from whichever OS thread runs its goroutine, Node from libuv's threadpool while other threads write
+    to an eventfd, and a temp file's random name cannot be given to -P).
+
+    The invocation runs under `stop_prefix(prefix, paths, calls, when="1+")`: it stops just after every call of
+    `calls`. Once every live thread of the process that stopped has joined the stop (see
+    rendezvous.Rendezvous._all_stopped; other processes of the invocation go on), its calls so far are all in the
+    trace: if `meant` has matched `when` of them, the process that made the last one is
+    killed while it is stopped there (nothing else ran since); else it is continued. `log()` is the killed
+    thread's trace (each line led by its thread id, as `strace -f` writes it): the call it was killed after,
+    then its `+++ killed by SIGKILL +++`; two matching calls that ended in one stop make it say so instead."""
+
+    def __init__(self, running, prefix: Path, meant: Callable[[str], bool], when: int):
+        self.running, self.stops, self.meant, self.when = running, StopLog(prefix), meant, when
+        self.killed: tuple[int, str] | None = None  # (thread, the call it was killed after)
+        self.note = ""
+
+    def run(self, timeout: float, over: Callable[[], bool] | None = None) -> None:
+        """Watch the invocation until it is killed or has ended (or `timeout`, or `over()` says the command it
+        works for has ended: a daemon does not end); every stop it is left in is continued before returning,
+        whatever happens."""
+        continued: dict[int, int] = {}
+        seen: float | None = None
+        deadline = time.monotonic() + timeout
+        try:
+            while (self.killed is None and not ended(self.running) and time.monotonic() < deadline
+                   and not (over is not None and over())):
+                self.stops.poll()
+                if not self.stops.pending:
+                    time.sleep(POLL)
+                    continue
+                now = time.monotonic()
+                seen = seen or now
+                # Only the processes that stopped: the others (a parent shell waiting, a shim's helpers) go on.
+                groups = {process_of(stop.pid) for stop in self.stops.pending}
+                live = [tid for group in groups for tid in _threads(group)
+                        if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+                if not (all(self.stops.stopped.get(tid, 0) > continued.get(tid, 0) for tid in live)
+                        or now - seen >= JOIN_PATIENCE):
+                    time.sleep(POLL)
+                    continue
+                hits = [(tid, line) for tid, events in self.stops.events.items() for line in events
+                        if line != STOPPED and self.meant(line)]
+                if len(hits) >= self.when:
+                    tid, line = hits[-1]
+                    self.killed = (tid, line)
+                    if len(hits) > self.when:
+                        self.note = f"{len(hits)} such calls had ended at the stop, not {self.when}"
+                    os.kill(process_of(tid), signal.SIGKILL)
+                    return
+                continued, seen = dict(self.stops.stopped), None
+                self.stops.continue_pending()
+        finally:
+            if self.killed is None:
+                self.stops.poll()
+                self.stops.continue_pending()
+
+    def log(self) -> str:
+        if self.killed is None:
+            return ""
+        tid, line = self.killed
+        if self.note:
+            return f"{tid} clirace: {self.note}\n{tid} +++ killed by SIGKILL +++\n"
+        return f"{tid} {line}\n{tid} {STOPPED}\n{tid} +++ killed by SIGKILL +++\n"

@@ -121,11 +121,12 @@ def test_a_tool_launched_through_a_version_managers_shim_scores_like_it_does_dir
     statuses = {c["id"]: c["status"] for c in result["criteria"]}
     assert {c: statuses[c] for c in EXPECTED[3]} == EXPECTED[3] and result["score"] == 3, result["criteria"]
     trials = json.loads(saved.read_text())["trials"]
-    taken = [t for t in trials if t["kind"] == "writer-killed" and t["point"]["exec_path"]]
-    # The temp file's writes were counted from the interpreter's exec in the tool's process (the shim's helpers
-    # write to pipes), and each kill landed there.
-    assert taken and all(t["taken_over"].startswith("strace took over pid") for t in taken), taken
-    assert all("+++ killed by SIGKILL +++" in t["kill_log"] and "pipe:" not in t["kill_log"] for t in taken), taken
+    killed = [t for t in trials if t["kind"] == "writer-killed"]
+    # The temp file's calls were counted on it over the whole invocation (the shim's helpers write to pipes), and
+    # every kill landed on the tool's own calls, never a helper's.
+    assert any(t["point"]["after"] for t in killed), killed
+    assert killed and all("+++ killed by SIGKILL +++" in t["kill_log"] and "pipe:" not in t["kill_log"]
+                          for t in killed), killed
 
 
 @pytest.mark.timeout(60)

@@ -79,6 +79,7 @@ def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...], int] | None
     """(call, paths, count) of the call strace killed the writer at, from its log, `count` being its number among
     that thread's calls of that name in the log (strace counts `when` per thread); None if it killed nothing."""
     lines = trial.kill_log.splitlines()
+    landed: list[tuple[str, tuple[str, ...], int, bool]] = []  # each killed thread's last call, its number, cut short?
     for n, line in enumerate(lines):
         killed = _KILLED.match(line)
         if not killed:
@@ -88,11 +89,18 @@ def kill_landing(trial: WriterKilled) -> tuple[str, tuple[str, ...], int] | None
             if tid == killed.group(1) and "(" in rest:
                 op = parse_line(rest.replace("<unfinished ...>", ") = ?"), "")
                 if op is not None:
+                    short = not op.ok and rest.rstrip().endswith(("= ?", "<unfinished ...>"))
                     count = sum(1 for earlier in lines[:at + 1] if earlier.partition(" ")[0] == tid
                                 and earlier.partition(" ")[2].lstrip().startswith(f"{op.call}("))
-                    return op.call, op.paths, count
-        return "", (), 0
-    return None
+                    landed.append((op.call, op.paths, count, short))
+                break
+    if not any(_KILLED.match(line) for line in lines):
+        return None
+    # The whole thread group dies; the thread that made the call is the one the kill cut short in it (strace's
+    # inject), else the one stopped just after it (stopper.KillAfter writes only that thread). Other threads
+    # were parked elsewhere (a Go runtime thread's futex, libuv's pool), or show no call at all.
+    cut = [(call, paths, count) for call, paths, count, short in landed if short]
+    return (cut or [(call, paths, count) for call, paths, count, _ in landed] or [("", (), 0)])[0]
 
 
 def _landed_where_meant(trial: WriterKilled, call: str, paths: tuple[str, ...], count: int) -> bool:
@@ -102,7 +110,9 @@ def _landed_where_meant(trial: WriterKilled, call: str, paths: tuple[str, ...], 
     if call != trial.point.call:
         return False
     complete = len(trial.kill_log) < KILL_LOG_CAP
-    if count > trial.point.when or (complete and count != trial.point.when):
+    # A kill just after a call (stopper.KillAfter) numbers it over every thread itself and logs that call alone;
+    # strace's per-thread `when` is held to the count of the killed thread's calls in the log.
+    if not trial.point.after and (count > trial.point.when or (complete and count != trial.point.when)):
         return False
     if trial.point.path:  # numbered among the calls on the config itself
         return trial.config_path in paths
@@ -175,6 +185,10 @@ def kind_of(point: KillPoint) -> str:
     """The kind of crash a kill point tries (MIN evidence is one landed kill of each kind found)."""
     if point.call.startswith("rename"):
         return "a rename onto the config"
+    if point.call == "openat":
+        return "an open of the config with O_TRUNC"
+    if point.call in ("fsync", "fdatasync"):  # what was written is there: a crash here says nothing of a write's middle
+        return "an fsync of the config itself" if point.path else "an fsync of a temp file beside it"
     return "a write to the config itself" if point.path else "a write to a temp file beside it"
 
 
