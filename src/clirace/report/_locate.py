@@ -6,24 +6,21 @@ that no longer loads (a history judged elsewhere) falls back to line 1.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from .._paths import shown_path
 
 
 @dataclass(frozen=True)
 class Place:
-    path: str  # relative to the current directory when under it (a CI checkout's root), else absolute
+    path: str  # as _paths.shown_path shows it: relative to the working directory in its tree, else absolute
     line: int = 1
     column: int = 1
 
 
 def display_path(spec_path: str) -> str:
-    if not spec_path:
-        return ""
-    absolute = os.path.abspath(spec_path)
-    relative = os.path.relpath(absolute)
-    return absolute if relative.startswith("..") else relative
+    return shown_path(spec_path)
 
 
 # Each scenario (registry.SCENARIO_OF) -> the spec keys that declare what it exercises, most precise first; the

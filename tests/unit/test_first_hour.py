@@ -1,0 +1,44 @@
+"""The rough edges a maintainer meets in the first hour (issue 28), each on the real command line run in-process
+on literal histories (nothing is launched): paths as the user would type them, one overall gate line for several
+specs, the same options on every command, a SARIF upload that never reads as "all fixed"."""
+import dataclasses
+import json
+
+import pytest
+
+from clirace.pipeline import judge
+
+from .hostile import hostile_history
+from .test_gate_and_baseline import keys_history, run_main
+
+FORMATS = ("text", "json", "markdown", "github", "junit", "sarif")
+
+
+def saved_under(tmp_path, h, name="h.json"):
+    """`h` saved with its spec in tmp_path/specs, and a working directory tmp_path/sub beside it."""
+    spec = tmp_path / "specs" / "tool.clirace.yaml"
+    spec.parent.mkdir(exist_ok=True)
+    spec.write_text("version: 1\n")
+    path = tmp_path / "specs" / name
+    dataclasses.replace(h, spec_path=str(spec)).save(path)
+    sub = tmp_path / "sub"
+    sub.mkdir(exist_ok=True)
+    return path, sub
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_judge_from_a_sibling_directory_names_the_spec_relative_to_it(tmp_path, monkeypatch, capsys, fmt):
+    path, sub = saved_under(tmp_path, hostile_history())
+    monkeypatch.chdir(sub)
+    code, out, err = run_main(monkeypatch, capsys, "judge", "../specs/h.json", "-f", fmt)
+    assert code in (0, 1), err
+    assert str(tmp_path) not in out + err
+    assert "../specs/tool.clirace.yaml" in out
+
+
+def test_a_spec_error_from_a_subdirectory_names_the_spec_as_given(tmp_path, monkeypatch, capsys):
+    (tmp_path / "bad.clirace.yaml").write_text("version: 1\ntool: {comand: [x]}\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    code, out, err = run_main(monkeypatch, capsys, "validate", "../bad.clirace.yaml")
+    assert code == 2 and err.startswith("clirace: ../bad.clirace.yaml:2:") and str(tmp_path) not in err
