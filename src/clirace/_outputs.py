@@ -317,7 +317,7 @@ def emit(items, outputs: Outputs, pinned: Pinned | None = None) -> None:
         if outputs.output:
             write("-o", outputs.output, _terminated(RENDERERS[outputs.format](items)))
         elif outputs.format == "text":  # a spec that could not be checked was said on stderr already
-            render_all([item for item in items if hasattr(item, "score")], console(color=outputs.color))
+            render_all([item for item in items if hasattr(item, "score")], console(color=outputs.color), items)
         else:
             sys.stdout.write(_terminated(RENDERERS[outputs.format](items)))
             sys.stdout.flush()

@@ -42,3 +42,19 @@ def test_a_spec_error_from_a_subdirectory_names_the_spec_as_given(tmp_path, monk
     monkeypatch.chdir(tmp_path / "sub")
     code, out, err = run_main(monkeypatch, capsys, "validate", "../bad.clirace.yaml")
     assert code == 2 and err.startswith("clirace: ../bad.clirace.yaml:2:") and str(tmp_path) not in err
+
+
+def two_specs():
+    good = judge(dataclasses.replace(keys_history(0, 3), spec_path="good.clirace.yaml"))
+    bad = judge(dataclasses.replace(keys_history(1, 3), spec_path="bad.clirace.yaml"))
+    return [good, bad]
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_several_specs_start_with_one_overall_gate_line_then_a_block_per_spec(fmt):
+    from clirace.report import RENDERERS
+    lines = RENDERERS[fmt](two_specs()).splitlines()
+    assert lines[0].lstrip("# ") == "clirace gate failed: 1 of 2 specs failed (bad.clirace.yaml)"
+    own = {"text": "clirace gate passed", "markdown": "gate ✅ passed"}[fmt]
+    assert sum(own in line for line in lines) == 1  # the good spec's own block follows
+    assert RENDERERS[fmt](two_specs()[:1]).splitlines()[0].lstrip("# ").startswith(("clirace gate passed", "clirace:"))
