@@ -58,3 +58,21 @@ def test_several_specs_start_with_one_overall_gate_line_then_a_block_per_spec(fm
     own = {"text": "clirace gate passed", "markdown": "gate ✅ passed"}[fmt]
     assert sum(own in line for line in lines) == 1  # the good spec's own block follows
     assert RENDERERS[fmt](two_specs()[:1]).splitlines()[0].lstrip("# ").startswith(("clirace gate passed", "clirace:"))
+
+
+def test_the_sarif_of_a_bad_spec_carries_the_error_as_a_result_so_an_upload_never_reads_all_fixed(
+        monkeypatch, capsys, tmp_path):
+    import jsonschema
+
+    from ..conftest import ROOT
+    spec = tmp_path / "tool.clirace.yaml"
+    spec.write_text("version: 1\ntool:\n  command: [\"true\"]\nworklods:\n  - kind: counter\n")
+    code, out, _ = run_main(monkeypatch, capsys, "check", spec, "-f", "sarif")
+    sarif = json.loads(out)
+    jsonschema.Draft4Validator(json.loads((ROOT / "tests/data/sarif-schema-2.1.0.json").read_text())).validate(sarif)
+    run = sarif["runs"][0]
+    assert code == 2 and run["invocations"][0]["executionSuccessful"] is False
+    [result] = run["results"]
+    assert result["level"] == "error" and "worklods" in result["message"]["text"]
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
+    assert run["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
