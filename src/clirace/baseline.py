@@ -112,6 +112,10 @@ class Change:
     detail: str
     regression: bool = False
 
+    def said(self) -> str:
+        """`score 1 -> 0`, `CR111 lost-key: not seen before`, `lock-excludes criterion: pass -> fail`."""
+        return f"{self.subject} {self.detail}" if self.name == "score" else f"{self.subject} {self.name}: {self.detail}"
+
 
 @dataclass
 class Comparison:
@@ -121,8 +125,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
     def regressions(self) -> list[str]:
-        return [f"{c.subject} {c.detail}" if c.name == "score" else f"{c.subject} {c.name}: {c.detail}"
-                for c in self.changes if c.regression]
+        return [c.said() for c in self.changes if c.regression]
 
     def findings(self) -> list[Change]:
         return [c for c in self.changes if c.name not in ("criterion", "score")]
@@ -159,13 +162,15 @@ def _fixed_detail(old: Snapshot, new: Snapshot, check_id: str) -> tuple[str, str
     if status not in ("pass", "fail"):
         return UNDECIDED, f"not seen now, but {check_id} did not decide: {now.get('summary') or 'it did not run'}"
     before, after = _rounds(old.checks.get(check_id)), _rounds(now)
+    # "still" only when it failed before too: a check that went from pass to fail is a regression elsewhere
+    fails = "still fails" if (old.checks.get(check_id) or {}).get("status") == "fail" else "now fails"
     if after is None:
-        return FIXED, f"seen before; not now ({check_id} {'passed' if status == 'pass' else 'still fails'})"
+        return FIXED, f"seen before; not now ({check_id} {'passed' if status == 'pass' else fails})"
     rounds, failed = after
     said = f"failed {before[1]} of {before[0]} rounds before; " if before else ""
     said += f"0 of {rounds} now"
     if status == "fail":
-        return FIXED, said + f" ({check_id} still fails with other findings)"
+        return FIXED, said + f" ({check_id} {fails} with other findings)"
     bound = detection_bound(rounds, 0, new.confidence) if rounds else None
     if bound is None:
         return UNDECIDED, said + ": no round was judged"

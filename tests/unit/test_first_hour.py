@@ -76,3 +76,34 @@ def test_the_sarif_of_a_bad_spec_carries_the_error_as_a_result_so_an_upload_neve
     assert result["level"] == "error" and "worklods" in result["message"]["text"]
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
     assert run["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+
+
+def snap(score, criterion, check_status, code):
+    from clirace.baseline import Snapshot
+    finding = {"code": code, "name": f"name-{code}", "severity": "error"}
+    return Snapshot("old.json", "t.yaml", score, {"lock-error-structured": criterion},
+                    {"lock-error-structured": {"status": check_status, "summary": "", "findings": [finding]}})
+
+
+def test_diff_says_now_fails_where_the_check_went_from_pass_to_fail_and_never_score_score():
+    from clirace.baseline import compare
+    from clirace.report.compare import RENDERERS
+    comparison = compare(snap(1, "pass", "pass", "CR901"), snap(0, "fail", "fail", "CR202"))
+    cr901 = next(c for c in comparison.changes if c.subject == "CR901")
+    assert "now fails" in cr901.detail and "still fails" not in cr901.detail
+    assert "still fails" in next(c for c in compare(snap(0, "fail", "fail", "CR901"), snap(0, "fail", "fail", "CR202"))
+                                 .changes if c.subject == "CR901").detail
+    github = RENDERERS["github"](comparison)
+    assert "score score" not in github and "score 1 -> 0" in github
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "github"])
+def test_diff_says_its_verdict_on_the_first_line_in_every_format(fmt):
+    from clirace.baseline import compare
+    from clirace.report.compare import RENDERERS
+    worse = RENDERERS[fmt](compare(snap(1, "pass", "pass", "CR901"), snap(0, "fail", "fail", "CR202")))
+    same = RENDERERS[fmt](compare(snap(0, "fail", "fail", "CR202"), snap(0, "fail", "fail", "CR202")))
+    first = {"text": r"clirace diff: regression against", "json": '  "verdict": "regression"',
+             "markdown": "## clirace diff: ❌ regression", "github": "::error title=clirace diff::regression against"}
+    assert worse.splitlines()[1 if fmt == "json" else 0].startswith(first[fmt])
+    assert "no regression" in same.splitlines()[1 if fmt == "json" else 0]
