@@ -107,3 +107,87 @@ def test_diff_says_its_verdict_on_the_first_line_in_every_format(fmt):
              "markdown": "## clirace diff: ❌ regression", "github": "::error title=clirace diff::regression against"}
     assert worse.splitlines()[1 if fmt == "json" else 0].startswith(first[fmt])
     assert "no regression" in same.splitlines()[1 if fmt == "json" else 0]
+
+
+COMMANDS = ("check", "judge", "diff", "schema", "checks", "explain", "validate", "init")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_no_python_types(monkeypatch, capsys, command):
+    import re
+    code, out, _ = run_main(monkeypatch, capsys, command, "--help")
+    assert code == 0 and not re.search(r"<(list\[|path>|str>|int|float|text>|integer)", out, re.I), out
+
+
+def test_the_common_options_are_on_every_command_that_reports():
+    from typer.main import get_command
+
+    from clirace import cli
+    group = get_command(cli.app)
+    opts = {name: {o for p in cmd.params for o in p.opts} for name, cmd in group.commands.items()}
+    for name in ("check", "judge", "diff"):
+        assert {"-q", "--exit-zero", "--report", "--format", "--output-format", "-o"} <= opts[name], name
+    assert {"-q", "--no-tool"} <= opts["validate"] and {"--format", "--output-format"} <= opts["checks"]
+    assert "-V" in {o for p in group.params for o in p.opts}
+
+
+def test_dash_capital_v_prints_the_version(monkeypatch, capsys):
+    from clirace import __version__
+    code, out, _ = run_main(monkeypatch, capsys, "-V")
+    assert code == 0 and out == f"clirace {__version__}\n"
+
+
+def test_diff_takes_report_and_exit_zero(monkeypatch, capsys, tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    keys_history(0, 3).save(old)
+    keys_history(1, 3).save(new)
+    code, out, _ = run_main(monkeypatch, capsys, "diff", old, new, "--report", f"json={tmp_path}/d.json",
+                            "--output-format", "github")
+    assert code == 1 and out.startswith("::error title=clirace diff::regression")
+    assert json.loads((tmp_path / "d.json").read_text())["verdict"] == "regression"
+    code, _, _ = run_main(monkeypatch, capsys, "diff", old, new, "--exit-zero", "-q")
+    assert code == 0
+    code, _, err = run_main(monkeypatch, capsys, "diff", old, new, "--report", f"sarif={tmp_path}/d.sarif")
+    assert code == 2 and "sarif" in err and not (tmp_path / "d.sarif").exists()
+
+
+def test_judge_takes_q(monkeypatch, capsys, tmp_path):
+    keys_history(0, 3).save(tmp_path / "h.json")
+    code, out, err = run_main(monkeypatch, capsys, "judge", tmp_path / "h.json", "-q")
+    assert code == 0 and out.startswith("clirace gate passed") and err == ""
+
+
+def test_validate_takes_directories_and_the_pyproject_table_and_no_tool(monkeypatch, capsys, tmp_path):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "a.clirace.yaml").write_text(
+        "version: 1\ntool:\n  command: [not-installed-tool-xyz]\nworkloads:\n  - kind: counter\n"
+        "    run: [incr]\n    read: [get]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.clirace]\nspecs = [\"specs/\"]\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    code, _, err = run_main(monkeypatch, capsys, "validate")
+    assert code == 2 and "not-installed-tool-xyz" in err and "not on PATH" in err
+    code, out, err = run_main(monkeypatch, capsys, "validate", "--no-tool", "-q")
+    assert code == 0 and out == "../specs/a.clirace.yaml: valid\n", out + err
+    code, out, _ = run_main(monkeypatch, capsys, "validate", "--no-tool", "../specs")
+    assert code == 0 and out.startswith("../specs/a.clirace.yaml: valid\n") and len(out.splitlines()) > 1
+
+
+@pytest.mark.parametrize("name, first", [("lock-excludes", "criterion lock-excludes, level 1"),
+                                         ("counter", "check counter (under criterion no-silent-corruption)")])
+def test_explain_takes_criterion_ids_and_check_names(monkeypatch, capsys, name, first):
+    code, out, _ = run_main(monkeypatch, capsys, "explain", name)
+    assert code == 0 and out.startswith(first)
+    from clirace.registry import EXPERIMENTS
+    assert all(code in out for code in EXPERIMENTS[name].codes)
+
+
+def test_checks_as_json_lists_every_criterion_check_and_live_rule(monkeypatch, capsys):
+    from clirace.registry import EXPERIMENTS
+    from clirace.rubric import rules
+    code, out, _ = run_main(monkeypatch, capsys, "checks", "--format", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert {c["id"] for crit in data["criteria"] for c in crit["checks"]} == set(EXPERIMENTS)
+    assert {r["code"] for r in data["rules"]} == {c for c, r in rules().items() if not r.get("retired")}
