@@ -1,7 +1,7 @@
 """`clirace` on the command line. Exit codes: 0 the gate passed (or --exit-zero), 1 it failed (silent corruption,
 a score below --min-score, a regression against --baseline; `diff`: a regression), 2 bad spec, option or path,
-3 internal error, 4 what the check made could not all be removed, 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM). See gate.py."""
+3 internal error, 4 what the check made could not all be removed, 130 interrupted (Ctrl-C), 141 the reader of
+stdout closed it early (`| head -1`; nothing more is said), 143 terminated (SIGTERM). See gate.py."""
 from __future__ import annotations
 
 import sys
@@ -393,9 +393,47 @@ def _emit(items, outputs, pinned) -> None:
     emit(items, outputs, pinned)
 
 
+class _PipeClosed(BaseException):
+    """stdout's reader went away. Not an OSError, so that click does not turn it into a silent exit 1 (the gate's
+    failure status) on the way out."""
+
+
+class _Stdout:
+    """sys.stdout, with a write to a closed pipe raised as _PipeClosed."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main() -> None:
+    import os
+
+    sys.stdout = _Stdout(sys.stdout)
     try:
-        code = app(standalone_mode=False)  # not standalone, a command's typer.Exit(code) comes back as its value
+        try:
+            code = app(standalone_mode=False)  # not standalone, a command's typer.Exit(code) comes back as its value
+            sys.stdout.flush()
+        finally:
+            sys.stdout = sys.stdout._stream if isinstance(sys.stdout, _Stdout) else sys.stdout
+    except _PipeClosed:
+        # Quietly, with its own status; stdout pointed at /dev/null so that the exit's own flush says nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(errors.EXIT_PIPE_CLOSED)
     except errors.CliraceError as exc:
         print(f"clirace: {exc.paragraph()}", file=sys.stderr)
         sys.exit(exc.exit_code)

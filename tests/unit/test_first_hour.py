@@ -191,3 +191,23 @@ def test_checks_as_json_lists_every_criterion_check_and_live_rule(monkeypatch, c
     assert code == 0
     assert {c["id"] for crit in data["criteria"] for c in crit["checks"]} == set(EXPERIMENTS)
     assert {r["code"] for r in data["rules"]} == {c for c, r in rules().items() if not r.get("retired")}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args", [("checks",), ("judge", "{history}"), ("judge", "{history}", "-f", "sarif")])
+def test_a_closed_pipe_exits_quietly_with_its_own_status(tmp_path, args):
+    """The pipe's read end is closed before clirace starts: its first write fails, deterministically."""
+    import os
+    import subprocess
+    import sys
+
+    from clirace.errors import EXIT_PIPE_CLOSED
+    keys_history(1, 3).save(tmp_path / "h.json")  # a corrupting run: the gate's own status would be 1
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "clirace", *(a.format(history=tmp_path / "h.json") for a in args)],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=50)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (EXIT_PIPE_CLOSED, "")
