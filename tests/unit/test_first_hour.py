@@ -211,3 +211,14 @@ def test_a_closed_pipe_exits_quietly_with_its_own_status(tmp_path, args):
     finally:
         os.close(write)
     assert (proc.returncode, proc.stderr) == (EXIT_PIPE_CLOSED, "")
+
+
+def test_init_points_editors_at_a_schema_written_beside_the_spec_not_at_a_url(monkeypatch, capsys, tmp_path):
+    import re
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = run_main(monkeypatch, capsys, "init", "--example", "flock-counter")
+    first = (tmp_path / "clirace.yaml").read_text().splitlines()[0]
+    target = re.fullmatch(r"# yaml-language-server: \$schema=(\S+)", first).group(1)
+    assert code == 0 and "://" not in target
+    code, printed, _ = run_main(monkeypatch, capsys, "schema")
+    assert json.loads((tmp_path / target).read_text()) == json.loads(printed)
