@@ -222,3 +222,14 @@ def test_init_points_editors_at_a_schema_written_beside_the_spec_not_at_a_url(mo
     assert code == 0 and "://" not in target
     code, printed, _ = run_main(monkeypatch, capsys, "schema")
     assert json.loads((tmp_path / target).read_text()) == json.loads(printed)
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "100"])
+def test_color_always_leaves_no_trailing_space_on_wrapped_lines(monkeypatch, capsys, tmp_path, columns):
+    import re
+    long_name = "a-spec-with-a-name-long-enough-to-wrap-the-replay-line.clirace.yaml"
+    dataclasses.replace(keys_history(1, 3), spec_path=long_name).save(tmp_path / "h.json")
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, _ = run_main(monkeypatch, capsys, "judge", tmp_path / "h.json", "--color", "always")
+    assert code == 1 and "\x1b[" in out and "replay:" in out
+    assert [line for line in out.splitlines() if re.search(r"[ \t](\x1b\[[0-9;]*m)*$", line)] == []
