@@ -11,6 +11,8 @@ from clirace.pipeline import judge
 from .hostile import hostile_history
 from .test_gate_and_baseline import keys_history, run_main
 
+pytest_plugins = ["pytester"]
+
 FORMATS = ("text", "json", "markdown", "github", "junit", "sarif")
 
 
@@ -233,3 +235,29 @@ def test_color_always_leaves_no_trailing_space_on_wrapped_lines(monkeypatch, cap
     code, out, _ = run_main(monkeypatch, capsys, "judge", tmp_path / "h.json", "--color", "always")
     assert code == 1 and "\x1b[" in out and "replay:" in out
     assert [line for line in out.splitlines() if re.search(r"[ \t](\x1b\[[0-9;]*m)*$", line)] == []
+
+
+PLANTED = '''
+import hashlib
+from clirace.history import History
+
+def pytest_sessionstart(session):
+    """The run the plugin would make, planted where its first worker saves it: the plugin judges it."""
+    spec = session.config.rootpath / "tool.clirace.yaml"
+    key = (str(spec.resolve()), ())
+    name = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    base = session.config._tmp_path_factory.getbasetemp()
+    History.load({saved!r}).save(base / f"clirace-{{name}}.history.json")
+'''
+
+
+@pytest.mark.parametrize("args, outcome", [((), "failed"), (("--clirace-score-only",), "passed")])
+def test_the_plugins_score_item_fails_on_corruption_like_the_gate_unless_score_only(pytester, tmp_path, args, outcome):
+    saved = tmp_path / "h.json"
+    keys_history(1, 3).save(saved)  # a corrupting run: score 0, which the default minimum 0 lets through
+    pytester.makeconftest(PLANTED.format(saved=str(saved)))
+    pytester.makefile(".clirace.yaml", tool="version: 1\n")
+    result = pytester.runpytest("-k", "score", *args)
+    result.assert_outcomes(**{outcome: 1})
+    if outcome == "failed":
+        result.stdout.fnmatch_lines(["*clirace gate failed: silent corruption was found (CR111 lost-key)*"])
