@@ -261,3 +261,54 @@ def test_the_plugins_score_item_fails_on_corruption_like_the_gate_unless_score_o
     result.assert_outcomes(**{outcome: 1})
     if outcome == "failed":
         result.stdout.fnmatch_lines(["*clirace gate failed: silent corruption was found (CR111 lost-key)*"])
+
+
+LOCATED_SPEC = """\
+version: 1
+tool:
+  command: ["true"]
+workloads:
+  - kind: counter
+    run: [incr]
+    read: [get]
+  - kind: counter
+    name: second
+    run: [incr2]
+    read: [get2]
+  - kind: keys
+    run: [set, "{key}", "{value}"]
+    config: {path: "{config_home}/c.json", format: json}
+lock:
+  contender: [set, "{key}", "{value}"]
+  hold:
+    park: {command: [set, "{key}", "{value}"], fifo: "{config_home}/c.json"}
+  wait_option: ["--wait", "{timeout_ms}"]
+"""
+
+
+def test_every_registered_code_points_at_a_key_of_the_spec_never_at_line_1(tmp_path):
+    """Walks the catalogue, not a hand list: a spec without a session section still places CR952 at a key."""
+    from clirace.findings import Evidence, Finding
+    from clirace.report._locate import Locator
+    from clirace.rubric import rules
+    spec = tmp_path / "t.clirace.yaml"
+    spec.write_text(LOCATED_SPEC)
+    locator = Locator(str(spec))
+    for code, rule in rules().items():
+        if rule.get("retired"):
+            continue
+        place = locator.place(rule["check"], Finding(code, {}, Evidence(trial="")))
+        assert (place.line, place.column) != (1, 1), code
+    lines = LOCATED_SPEC.splitlines()
+
+    def line(code, check, trial=""):
+        return locator.place(check, Finding(code, {}, Evidence(trial=trial))).line
+
+    def numbered(text):
+        return lines.index(text) + 1
+
+    assert line("CR951", "s58-advice", "session: s1 (round 1)") == numbered('  wait_option: ["--wait", "{timeout_ms}"]')
+    assert line("CR701", "hazards", "counter: second (round 2 amplified)") == numbered("    name: second") - 1
+    assert line("CR701", "hazards", "counter: counter#0 (round 1)") == numbered("workloads:") + 1
+    assert line("CR702", "hazards", "keys: keys#2 (round 1)") == numbered("  - kind: keys")
+    assert line("CR101", "counter", "counter: second (round 1)") == numbered("    name: second") - 1
