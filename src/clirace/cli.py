@@ -360,13 +360,36 @@ def init(
     path: Path = typer.Argument(Path("clirace.yaml"), metavar="PATH", help="Where to write the spec."),
     example: Optional[str] = typer.Option(None, "--example", metavar="NAME", help="Start from a shipped example instead: "
                                           "flock-counter, git-config, sqlite3, ... (`--example list` lists them)."),
+    probe: Optional[List[str]] = typer.Option(None, "--probe", metavar="COMMAND", help="A mutating command of the "
+                                              "tool, e.g. \"mytool config set {key} {value}\" (repeatable): each is "
+                                              "run once alone under strace and the spec written from what it did."),
+    read: Optional[str] = typer.Option(None, "--read", metavar="COMMAND", help="With --probe: a command printing the "
+                                       "state (a counter, or {key}'s value)."),
+    setup: Optional[List[str]] = typer.Option(None, "--setup", metavar="COMMAND", help="With --probe: a command run "
+                                              "first in every sandbox (repeatable)."),
+    tool: Optional[str] = typer.Option(None, "--tool", metavar="COMMAND", help="With --probe: the words every "
+                                       "command starts with, tool.command (default: the program alone)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
 ):
-    """Write a commented starter spec (or a shipped example), with the schema line editors use."""
+    """Write a commented starter spec (or a shipped example, or with --probe one written from observed runs),
+    with the schema line editors use."""
     from .starter import examples, write_starter
 
     if example == "list":
         print("\n".join(examples()))
+        return
+    if probe:
+        from .probe import write_spec
+        from .spec import load_spec
+        written = write_spec(path, probe, read, list(setup or ()), force, tool)
+        print(f"wrote {written} (every GUESS and NOT FOUND in it is for you to check)")
+        try:
+            load_spec(written)
+            print(f"{written}: valid; next: check the guesses, then `clirace validate {path}`")
+        except errors.SpecError as exc:  # written all the same: its NOT FOUND comments say what is missing
+            print(f"clirace: {written} was written but does not validate yet (see its NOT FOUND comments): "
+                  f"{exc.paragraph()}", file=sys.stderr)
+            raise typer.Exit(errors.EXIT_USAGE)
         return
     for written in write_starter(path, example, force):
         print(f"wrote {written}")
