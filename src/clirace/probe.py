@@ -215,7 +215,9 @@ def write_spec(path: Path, probes: list[str], read: str | None, setup: list[str]
     setup_args = [after_tool(s) for s in setup]
     seen = [observe_once(program, c[len(program):], setup_args) for c in commands]
     read_args = after_tool(read) if read else None
-    text = _render(program, seen, read_args, setup_args, help_text(program))
+    here = str(path.parent.resolve()) + "/"
+    named = [("{spec_dir}/" + program[0][len(here):]) if program[0].startswith(here) else program[0], *program[1:]]
+    text = _render(named, seen, read_args, setup_args, help_text(program))
     from .starter import SCHEMA_FILE, schema_line, schema_text
     path.write_text(schema_line() + text)
     if not (path.parent / SCHEMA_FILE).exists():
