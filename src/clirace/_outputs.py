@@ -48,14 +48,14 @@ class PathChanged(UsageError):
     """A report or history path was swapped (for a directory, a FIFO, a link, another file) during the run."""
 
 
-def parse_report(value: str) -> tuple[str, Path]:
+def parse_report(value: str, formats: tuple[str, ...] = FORMATS) -> tuple[str, Path]:
     fmt, sep, path = value.partition("=")
     if not sep or not path:
-        raise UsageError(f"--report {value!r} is not FORMAT=PATH.", hint=f"e.g. --report sarif=clirace.sarif; "
-                         f"formats: {', '.join(FORMATS)}.")
-    if fmt not in FORMATS:
-        raise UsageError(f"--report {value!r} names the format {fmt!r}, which does not exist.",
-                         hint=f"Formats: {', '.join(FORMATS)}.")
+        raise UsageError(f"--report {value!r} is not FORMAT=PATH.", hint=f"e.g. --report {formats[-1]}=clirace."
+                         f"{formats[-1]}; formats: {', '.join(formats)}.")
+    if fmt not in formats:
+        raise UsageError(f"--report {value!r} names the format {fmt!r}, which does not exist here.",
+                         hint=f"Formats: {', '.join(formats)}.")
     return fmt, Path(path)
 
 
@@ -317,7 +317,7 @@ def emit(items, outputs: Outputs, pinned: Pinned | None = None) -> None:
         if outputs.output:
             write("-o", outputs.output, _terminated(RENDERERS[outputs.format](items)))
         elif outputs.format == "text":  # a spec that could not be checked was said on stderr already
-            render_all([item for item in items if hasattr(item, "score")], console(color=outputs.color))
+            render_all([item for item in items if hasattr(item, "score")], console(color=outputs.color), items)
         else:
             sys.stdout.write(_terminated(RENDERERS[outputs.format](items)))
             sys.stdout.flush()

@@ -46,7 +46,8 @@ class Located:
 
 
 def load_located(path: Path) -> Located:
-    origin = str(path)
+    from ._paths import shown_path
+    origin = shown_path(path)  # every error and annotation names the spec as the user would
     raw = _read_spec(path, origin)
     if b"\x00" in raw:
         at = raw.index(b"\x00")

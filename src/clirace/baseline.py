@@ -113,6 +113,10 @@ class Change:
     detail: str
     regression: bool = False
 
+    def said(self) -> str:
+        """`score 1 -> 0`, `CR111 lost-key: not seen before`, `lock-excludes criterion: pass -> fail`."""
+        return f"{self.subject} {self.detail}" if self.name == "score" else f"{self.subject} {self.name}: {self.detail}"
+
 
 @dataclass
 class Comparison:
@@ -122,8 +126,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
     def regressions(self) -> list[str]:
-        return [f"{c.subject} {c.detail}" if c.name == "score" else f"{c.subject} {c.name}: {c.detail}"
-                for c in self.changes if c.regression]
+        return [c.said() for c in self.changes if c.regression]
 
     def findings(self) -> list[Change]:
         return [c for c in self.changes if c.name not in ("criterion", "score")]
@@ -169,13 +172,15 @@ def _fixed_detail(old: Snapshot, new: Snapshot, code: str, check_id: str) -> tup
     if code in (now.get("not_examined") or {}):
         return UNDECIDED, f"not seen now, but {check_id} did not examine it: {now['not_examined'][code]}"
     before, after = _rounds(old.checks.get(check_id)), _rounds(now)
+    # "still" only when it failed before too: a check that went from pass to fail is a regression elsewhere
+    fails = "still fails" if (old.checks.get(check_id) or {}).get("status") == "fail" else "now fails"
     if after is None:
-        return FIXED, f"seen before; not now ({check_id} {'passed' if status == 'pass' else 'still fails'})"
+        return FIXED, f"seen before; not now ({check_id} {'passed' if status == 'pass' else fails})"
     rounds, racing = after[0], _racing(now) or 0
     said = f"failed {before[1]} of {before[0]} rounds before; " if before else ""
     said += f"0 of {rounds} now" + (f", {racing} of which raced" if racing != rounds else "")
     if status == "fail":
-        return FIXED, said + f" ({check_id} still fails with other findings)"
+        return FIXED, said + f" ({check_id} {fails} with other findings)"
     bound = detection_bound(racing, 0, new.confidence) if racing else None
     if bound is None:
         return UNDECIDED, said + ": no round that raced was judged"

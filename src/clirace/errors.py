@@ -12,6 +12,7 @@ EXIT_USAGE = 2  # bad spec, bad option, missing target binary
 EXIT_INTERNAL = 3  # a bug in clirace
 EXIT_NOT_REMOVED = 4  # the check ran, but what it made could not all be removed (named in the notes and on stderr)
 EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141  # stdout's reader closed it early (`clirace judge h.json | head -1`); 128 + SIGPIPE, as a shell says
 EXIT_TERMINATED = 143
 
 

@@ -59,3 +59,31 @@ def as_markdown(code: str) -> str:
         if ex[key]:
             parts += [f"**{title}:**", "", "```", ex[key].rstrip(), "```", ""]
     return "\n".join(parts).rstrip() + "\n"
+
+
+def about(name: str, width: int = 100) -> str | None:
+    """For `clirace explain` given a criterion id or a check name (not a code): the criterion, its level and
+    text, and the checks that decide it with the codes each can emit; None when `name` is neither."""
+    import textwrap
+
+    from .registry import EXPERIMENTS, resolve
+    from .rubric import load_section
+
+    section = load_section("s15")
+    check = resolve(name)
+    found = [(level["score"], c) for level in section["levels"] for c in level.get("criteria", [])
+             if c["id"] == name or (check is not None and check in c["checks"])]
+    if not found:
+        return None
+    level, criterion = found[0]
+    is_criterion = criterion["id"] == name
+    checks = criterion["checks"] if is_criterion else [check]
+    head = f"criterion {name}" if is_criterion else f"check {check} (under criterion {criterion['id']})"
+    lines = [f"{head}, level {level} of §{section['section']} {section['title']}", "",
+             textwrap.fill(" ".join(criterion["text"].split()), width), ""]
+    for check_id in checks:
+        lines.append(f"check {check_id} (experiment: {EXPERIMENTS[check_id].scenario}) can emit:")
+        lines += [f"  {code} {rules()[code]['name']} [{rules()[code]['severity']}]"
+                  for code in EXPERIMENTS[check_id].codes if not rules()[code].get("retired")]
+    lines += ["", "`clirace explain CODE` explains a code."]
+    return "\n".join(lines) + "\n"

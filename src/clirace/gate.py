@@ -85,3 +85,20 @@ def _undecided(result) -> str:
 def of(result) -> Gate:
     """The gate a report shows: the one the command evaluated, else the default (corruption fails, min 0)."""
     return getattr(result, "gate", None) or evaluate(result)
+
+
+def overall(items) -> Gate | None:
+    """With several specs, the one gate over all of them (the first line of the text and Markdown reports):
+    failed when any spec's gate fails or any spec could not be checked; None for a single spec, whose own gate
+    line says it all."""
+    if len(items) < 2:
+        return None
+    from ._paths import shown_path
+
+    gates = [(item, of(item) if hasattr(item, "score") else None) for item in items]
+    failing = [(item, g) for item, g in gates if g is None or not g.passed]
+    if not failing:
+        return Gate(0, True, f"all {len(items)} specs passed")
+    names = ", ".join(shown_path(item.spec_path) or "spec" for item, _ in failing)
+    enforced = any(g is None or g.enforced for _, g in failing)
+    return Gate(0, False, f"{len(failing)} of {len(items)} specs failed ({names})", enforced)

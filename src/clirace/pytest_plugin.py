@@ -6,8 +6,9 @@ Two ways in:
   score. The check runs once per file, when its first item runs; the other items read the same result.
   A criterion not tested is skipped with the reason; a failed one shows its findings. Under pytest-xdist
   the first worker to reach a file runs it and saves the history; the others judge that saved history, so
-  `-n 2` reports exactly what one process would. The score item fails below `clirace_min_score` (ini) or
-  `--clirace-min-score`.
+  `-n 2` reports exactly what one process would. The score item is the CLI's gate: it fails on silent
+  corruption whatever the minimum, and below `clirace_min_score` (ini) or `--clirace-min-score`;
+  `--clirace-score-only` (ini `clirace_score_only = true`) makes it check the score alone, as before.
 
 * The `clirace` fixture: call it with a spec path (relative paths are resolved against the test file's
   directory) and get an outcome with `.score` (int), `.result` (the Result), `.criterion(id)` (its status
@@ -33,6 +34,8 @@ SUFFIX = ".clirace.yaml"
 
 MIN_SCORE_HELP = "Fail a *.clirace.yaml file's score item below this, 0-3 (default: ini clirace_min_score, 0)."
 ROUNDS_HELP = "Parallel rounds per workload for collected *.clirace.yaml files, 1-100 (default: the spec's)."
+SCORE_ONLY_HELP = ("The score item checks the score against the minimum only, not the gate (which also fails "
+                   "on silent corruption, as `clirace check` does).")
 SEED_HELP = "Seed of every check the plugin runs, for a run that repeats (default: a fresh one, printed on failure)."
 
 
@@ -41,7 +44,9 @@ def pytest_addoption(parser):
     group.addoption("--clirace-min-score", type=int, default=None, help=MIN_SCORE_HELP)
     group.addoption("--clirace-rounds", type=int, default=None, help=ROUNDS_HELP)
     group.addoption("--clirace-seed", type=int, default=None, help=SEED_HELP)
+    group.addoption("--clirace-score-only", action="store_true", default=False, help=SCORE_ONLY_HELP)
     parser.addini("clirace_min_score", MIN_SCORE_HELP, default="0")
+    parser.addini("clirace_score_only", SCORE_ONLY_HELP, type="bool", default=False)
 
 
 def pytest_configure(config):
@@ -192,19 +197,25 @@ class CriterionItem(_SpecItem):
 
 class ScoreItem(_SpecItem):
     def runtest(self):
+        from . import gate
         result = self.parent.result()
         minimum = _min_score(self.config)
-        if result.score.score < minimum:
-            raise CriterionFailed(_below(result, minimum))
+        if self.config.getoption("clirace_score_only") or self.config.getini("clirace_score_only"):
+            if result.score.score < minimum:
+                raise CriterionFailed(_below(result, minimum))
+            return
+        verdict = gate.evaluate(result, minimum)
+        if not verdict.passed:
+            raise CriterionFailed(f"{verdict.line()}\n{_below(result, minimum, head=False)}")
 
 
-def _below(result, minimum: int) -> str:
+def _below(result, minimum: int, head: bool = True) -> str:
     """The short failure of a score below `minimum`: the headline (what stops the next level, and the change that
     would move it) and the command that replays the run."""
     from .report._locate import display_path
     from .report._safe import replay
-    return (f"clirace score {result.score.score} < {minimum} for {display_path(result.spec_path)}\n"
-            f"{_clean(result, result.score.headline())}\nreplay: {replay(result, result.replay())}")
+    return ((f"clirace score {result.score.score} < {minimum} for {display_path(result.spec_path)}\n" if head else "")
+            + f"{_clean(result, result.score.headline())}\nreplay: {replay(result, result.replay())}")
 
 
 def _clean(result, text) -> str:

@@ -152,10 +152,12 @@ def schema() -> dict:
     return json.loads(resources.files("clirace").joinpath("spec_schema.json").read_text())
 
 
-def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False) -> Spec:
+def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False, check_programs: bool = True) -> Spec:
     """Read, validate and build the spec at `path`; raise SpecError (one paragraph) on any problem.
 
     allow_outside_sandbox: accept paths that make the target touch real files (see `_spec_messages.check_sandbox`).
+    check_programs: False (`validate --no-tool`) checks the spec alone, not that the tool and setup programs it
+    names are installed (pre-commit.ci, a fresh clone).
     """
     path = Path(path).absolute()
     located = load_located(path)
@@ -176,7 +178,7 @@ def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False) -> Spec:
     _spec_checks.config_queries(data, located)
     _spec_checks.environment_size(data, located)
     spec = _build(path, data, located)
-    _validate_semantics(spec, located)
+    _validate_semantics(spec, located, check_programs)
     _spec_checks.file_paths(data, located, str(spec.spec_dir))
     if not allow_outside_sandbox:
         check_sandbox(data, located)
@@ -360,7 +362,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
     )
 
 
-def _validate_semantics(spec: Spec, located: Located) -> None:
+def _validate_semantics(spec: Spec, located: Located, check_programs: bool = True) -> None:
     raw = spec.raw
     for where in (("tool", "timeout"), ("lock", "wait"), ("lock", "prompt"), ("lock", "hold", "ready", "delay")):
         value = _get(raw, where)
@@ -379,8 +381,9 @@ def _validate_semantics(spec: Spec, located: Located) -> None:
                             "printing the key's value).", where=located.where_key(("workloads", index, "read")),
                             hint="With both, it would be unclear which one decides whether a key was lost.")
     static = {"spec_dir": spec.spec_dir, "python": sys.executable}
-    _check_program(spec, spec.command, ("tool", "command"), located)
-    for at, command in _setup_commands(spec):
+    if check_programs:
+        _check_program(spec, spec.command, ("tool", "command"), located)
+    for at, command in _setup_commands(spec) if check_programs else ():
         if isinstance(command, OwnCommand) and command.argv[0] != SHELL:
             _check_program(spec, command.argv, at, located)
     cwd = placeholders.expand(spec.cwd, static)

@@ -1,8 +1,8 @@
 """`clirace init`: a commented starter spec, or one of the shipped examples (docs/examples, in the wheel as
-clirace/_examples), headed by a yaml-language-server line so that editors complete and check it."""
+clirace/_examples), headed by a yaml-language-server line so that editors complete and check it against the
+schema written beside it (clirace.schema.json, `clirace schema`'s)."""
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -52,9 +52,17 @@ lock:                          # levels 1-3: how the tool's lock behaves when it
 """
 
 
+SCHEMA_FILE = "clirace.schema.json"  # written beside the spec: no URL to serve, and it matches this clirace
+
+
 def schema_line() -> str:
-    schema = json.loads(resources.files("clirace").joinpath("spec_schema.json").read_text())
-    return f"# yaml-language-server: $schema={schema['$id']}\n"
+    """The line that points editors at the schema file beside the spec (yaml-language-server resolves a relative
+    $schema against the spec's directory)."""
+    return f"# yaml-language-server: $schema=./{SCHEMA_FILE}\n"
+
+
+def schema_text() -> str:
+    return resources.files("clirace").joinpath("spec_schema.json").read_text()
 
 
 def examples_dir() -> Path:
@@ -83,8 +91,11 @@ def write_starter(path: Path, example: str | None = None, force: bool = False) -
         for companion in sorted(source.glob(f"{example}.*")):
             if not companion.name.endswith(SUFFIX):
                 files[path.parent / companion.name] = companion.read_text()
+    schema = path.parent / SCHEMA_FILE
+    if force or not schema.exists():  # shared by every spec of the directory: an existing one is kept
+        files[schema] = schema_text()
     for target in files:
-        if target.exists() and not force:
+        if target.exists() and not force and target != schema:
             raise UsageError(f"{target} already exists.", hint="Pass --force to overwrite it, or another path.")
         if not target.parent.is_dir():
             raise UsageError(f"{target}: the directory {target.parent} does not exist.")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from clirace._paths import shown_path
+
 from clirace.errors import SpecError
 from clirace.spec import load_spec
 
@@ -159,7 +161,18 @@ def cli_results(tmp_path_factory):
         return {name: future.result() for name, future in futures.items()}
 
 
-def assert_one_paragraph(text: str, spec: Path, line: int | None, fragment: str) -> None:
+def shown_from(cwd: Path, spec: Path) -> str:
+    """How a clirace run in `cwd` names `spec`."""
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return shown_path(spec)
+    finally:
+        os.chdir(here)
+
+
+def assert_one_paragraph(text: str, spec: Path, line: int | None, fragment: str, cwd: Path | None = None) -> None:
+    spec = shown_from(cwd or Path.cwd(), spec)  # named as the user would type it from the working directory
     assert text.startswith("clirace: "), text
     assert "\n" not in text.strip(), f"more than one line:\n{text}"
     assert "Traceback" not in text
@@ -206,7 +219,7 @@ def test_huge_file(tmp_path):
     assert spec.stat().st_size > 1_000_000
     result = run_check(spec, tmp_path)
     assert result.returncode == 2, result.stderr
-    assert_one_paragraph(result.stderr, spec, None, "bytes; expected at most 1,000,000 bytes")
+    assert_one_paragraph(result.stderr, spec, None, "bytes; expected at most 1,000,000 bytes", tmp_path)
 
 
 @pytest.mark.timeout(10)
@@ -240,7 +253,7 @@ def test_cli_refuses_special_files(tmp_path, fifo):
     for path in (Path("/dev/urandom"), fifo):
         result = run_check(path, tmp_path)
         assert result.returncode == 2, result.stderr
-        assert_one_paragraph(result.stderr, path, None, "not a spec file")
+        assert_one_paragraph(result.stderr, path, None, "not a spec file", tmp_path)
 
 
 @pytest.mark.timeout(10)

@@ -34,7 +34,7 @@ def test_explain_takes_the_name_the_report_prints_beside_the_code(monkeypatch, c
     code, out, _ = run_main(monkeypatch, capsys, "explain", "lost-key")
     assert code == 0 and out.startswith("CR111 lost-key [corruption]")
     code, _, err = run_main(monkeypatch, capsys, "explain", "lost-kee")
-    assert code == 2 and "'lost-kee' is not a clirace finding code or name; did you mean lost-key?" in err
+    assert code == 2 and "'lost-kee' is not a clirace finding code or name, criterion or check; did you mean lost-key?" in err
 
 
 def test_json_in_explanations_keeps_its_colons():

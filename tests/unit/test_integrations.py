@@ -53,12 +53,12 @@ def test_the_check_step_runs_clirace_check_with_the_github_format_and_appends_to
 def test_the_pre_commit_hook_runs_validate_on_spec_files_only(monkeypatch, capsys):
     (hook,) = HOOKS
     assert {"id", "name", "entry", "language"} <= set(hook) and hook["language"] == "python"
-    program, command = shlex.split(hook["entry"])
-    assert program == "clirace" and command == "validate"
+    program, command, *options = shlex.split(hook["entry"])
+    assert program == "clirace" and command == "validate" and options == ["--no-tool"]
     files = re.compile(hook["files"])
     for name in ("clirace.yaml", "tests/tool.clirace.yaml", "specs/git.clirace.yml"):
         assert files.search(name), name
     for name in ("notclirace.yaml", "clirace.yaml.bak", "docs/tool.yaml", "myclirace.yaml"):
         assert not files.search(name), name
-    code, out, _ = run_main(monkeypatch, capsys, command, ROOT / "fixtures" / "level3" / "clirace.yaml")
+    code, out, _ = run_main(monkeypatch, capsys, command, *options, ROOT / "fixtures" / "level3" / "clirace.yaml")
     assert code == 0 and "valid" in out

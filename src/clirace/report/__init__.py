@@ -24,8 +24,18 @@ def to_text(items) -> str:
     return buffer.getvalue()
 
 
-def render_all(items, out) -> None:
-    for n, item in enumerate(items if isinstance(items, list) else [items]):
+def render_all(items, out, everything=None) -> None:
+    """Each item in turn, after the overall gate line when `everything` (default: the items) is several specs."""
+    from rich.text import Text
+
+    from .. import gate
+    items = items if isinstance(items, list) else [items]
+    overall = gate.overall(everything if everything is not None else items)
+    if overall is not None:
+        out.print(Text(overall.line(), style="bold green" if overall.passed else
+                       "bold red" if overall.enforced else "bold yellow"))
+        out.print()
+    for n, item in enumerate(items):
         if n:
             out.print()
         render_text(item, out)

@@ -6,24 +6,21 @@ that no longer loads (a history judged elsewhere) falls back to line 1.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from .._paths import shown_path
 
 
 @dataclass(frozen=True)
 class Place:
-    path: str  # relative to the current directory when under it (a CI checkout's root), else absolute
+    path: str  # as _paths.shown_path shows it: relative to the working directory in its tree, else absolute
     line: int = 1
     column: int = 1
 
 
 def display_path(spec_path: str) -> str:
-    if not spec_path:
-        return ""
-    absolute = os.path.abspath(spec_path)
-    relative = os.path.relpath(absolute)
-    return absolute if relative.startswith("..") else relative
+    return shown_path(spec_path)
 
 
 # Each scenario (registry.SCENARIO_OF) -> the spec keys that declare what it exercises, most precise first; the
@@ -36,9 +33,32 @@ SECTIONS: dict[str, tuple[tuple, ...]] = {
     "atomic-config": (("workloads", "keys", "config"), ("workloads", "keys")),
     "workloads": (("workloads",),),
 }
+# Codes whose check runs in one scenario but whose finding is about another part of the spec (s58-advice judges
+# the session experiment's trials, yet CR951 is about the lock's wait).
+CODE_SECTIONS: dict[str, tuple[tuple, ...]] = {
+    "CR951": (("lock", "wait_option"), ("lock", "never_waits"), ("lock",)),
+    "CR952": (("session",),),
+}
+# Where a finding points when the spec has none of its sections: the tool, never line 1 column 1.
+LAST_RESORT = (("tool", "command"), ("tool",))
 
 
-def _section(check: str, data: dict) -> tuple:
+def _workload(trial: str, data: dict) -> tuple:
+    """("workloads", index) of the workload a finding's trial names ("counter: counter#1 (round 2)", or the
+    workload's own `name`), or () when the trial is no workload's."""
+    from ..vocab import WorkloadKind
+
+    kind, _, rest = trial.partition(": ")
+    if kind not in {k.value for k in WorkloadKind}:
+        return ()
+    name = rest.split(" (round ", 1)[0]
+    for index, w in enumerate(data.get("workloads") or []):
+        if isinstance(w, dict) and w.get("kind") == kind and w.get("name", f"{kind}#{index}") == name:
+            return ("workloads", index)
+    return ()
+
+
+def _section(check: str, data: dict, code: str = "", trial: str = "") -> tuple:
     from ..registry import SCENARIO_OF
     from ..vocab import WorkloadKind
 
@@ -59,11 +79,14 @@ def _section(check: str, data: dict) -> tuple:
             node = node[key]
         return path
 
+    workload = _workload(trial, data)
+    if workload and code not in CODE_SECTIONS:
+        return workload
     scenario = SCENARIO_OF.get(check)
-    candidates = SECTIONS.get(scenario, ()) if scenario else ()
+    candidates = CODE_SECTIONS.get(code) or (SECTIONS.get(scenario, ()) if scenario else ())
     if check in {kind.value for kind in WorkloadKind}:
         candidates = (("workloads", check),) + candidates
-    return next((found for found in map(present, candidates) if found), ())
+    return next((found for found in map(present, candidates + LAST_RESORT) if found), ())
 
 
 class Locator:
@@ -78,10 +101,13 @@ class Locator:
         except Exception:  # noqa: BLE001 - a missing or broken spec only costs the precise line
             self.located = None
 
-    def place(self, check: str) -> Place:
+    def place(self, check: str, finding=None) -> Place:
+        """Where a finding of `check` points: its workload (from the trial its evidence names), else the spec key
+        of its code or its check's experiment, else tool.command."""
         if self.located is None or not isinstance(self.located.data, dict):
             return Place(self.path)
-        path = _section(check, self.located.data)
+        code, trial = (finding.code, finding.evidence.trial) if finding is not None else ("", "")
+        path = _section(check, self.located.data, code, trial)
         if not path:
             return Place(self.path)
         where = self.located.where_key(path) if isinstance(path[-1], str) else self.located.where(path)
@@ -95,4 +121,4 @@ class Locator:
 def located_findings(result):
     """[(finding, check id, Place)] for every finding, in report order."""
     locator = Locator(result.spec_path)
-    return [(f, check, locator.place(check)) for check, verdict in result.verdicts.items() for f in verdict.findings]
+    return [(f, check, locator.place(check, f)) for check, verdict in result.verdicts.items() for f in verdict.findings]

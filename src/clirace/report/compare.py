@@ -19,14 +19,20 @@ def lines(comparison) -> list[tuple[str, str, str]]:
 
 
 def summary(comparison) -> str:
-    """One line: `against OLD: fixed CR111; still CR601; new CR702 (a regression); score 0 -> 2`."""
+    """One line, the verdict first: `regression against OLD: new CR702; score 2 -> 0; regressions: ...` or
+    `no regression against OLD: fixed CR111; still CR601; score 0 -> 2`."""
     groups: dict[str, list[str]] = {}
     for change in comparison.findings():
         groups.setdefault(change.status, []).append(change.subject)
     said = [f"{status} {', '.join(codes)}" for status, codes in groups.items()]
     said.append(f"score {comparison.old.score} -> {comparison.new.score}")
-    verdict = "regression: " + "; ".join(comparison.regressions()) if comparison.regressions() else "no regression"
-    return f"against {clean(comparison.old.source)}: {'; '.join(said)}; {verdict}"
+    regressions = comparison.regressions()
+    tail = f"; regressions: {'; '.join(regressions)}" if regressions else ""
+    return f"{verdict(comparison)} against {clean(comparison.old.source)}: {'; '.join(said)}{tail}"
+
+
+def verdict(comparison) -> str:
+    return "regression" if comparison.regressions() else "no regression"
 
 
 def to_text(comparison) -> str:
@@ -38,16 +44,20 @@ def to_text(comparison) -> str:
 
 def to_markdown(comparison) -> str:
     from .markdown import comparison_block
-    return "\n".join(comparison_block(comparison)) + "\n"
+    icon = "❌ regression" if comparison.regressions() else "✅ no regression"
+    return "\n".join([f"## clirace diff: {icon}", "", *comparison_block(comparison)]) + "\n"
 
 
 def to_github(comparison) -> str:
-    from .github import comparison_lines
-    return "\n".join(comparison_lines(comparison)) + "\n"
+    """The verdict first (an ::error on a regression, else a ::notice), then an ::error per regression."""
+    from .github import _annotation, comparison_lines
+    first = _annotation("error" if comparison.regressions() else "notice", clean(summary(comparison)),
+                        title="clirace diff")
+    return "\n".join([first, *comparison_lines(comparison)[:-1]]) + "\n"  # (its last line is the summary again)
 
 
 def to_json(comparison) -> str:
-    return json.dumps(comparison.to_dict(), indent=2)
+    return json.dumps({"verdict": verdict(comparison), **comparison.to_dict()}, indent=2)
 
 
 RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "github": to_github}

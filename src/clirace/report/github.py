@@ -71,7 +71,7 @@ def _one(result) -> str:
 def comparison_lines(comparison, spec: str = "") -> list[str]:
     """An ::error per regression, then one ::notice that sums the comparison up."""
     from .compare import summary
-    lines = [_annotation("error", f"{change.subject} {change.name}: {clean(change.detail)}", file=spec,
+    lines = [_annotation("error", clean(change.said()), file=spec,
                          title="clirace regression") for change in comparison.changes if change.regression]
     lines.append(_annotation("notice", clean(summary(comparison)), title="clirace baseline"))
     return lines

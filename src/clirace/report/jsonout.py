@@ -9,7 +9,8 @@ from dataclasses import asdict
 from .. import __version__, gate
 from ..rubric import UNKNOWN, load_section
 from ._failed import Failed
-from ._safe import status_value
+from ._locate import display_path
+from ._safe import replay, status_value
 
 PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "unknown": "not_tested"}
 
@@ -30,16 +31,17 @@ def as_dict(result) -> dict:
         "gate": gate.of(result).to_dict(),
         "missing_evidence": result.missing_evidence(),
         "seed": result.seed,
-        "replay": result.replay(),
-        "spec": result.spec_path,
+        "replay": replay(result, result.replay()),
+        "spec": display_path(result.spec_path),
         "seconds": round(result.seconds, 2),
         "interrupted": result.interrupted,
         "criteria": [{"id": c.id, "level": c.level, "status": PUBLIC_STATUS[status_value(c.status)],
                       "indeterminate": c.status == UNKNOWN, "evidence": c.evidence, "to_test": c.to_test}
                      for c in result.criteria],
-        "findings": [f.to_dict() for f in result.findings()],
+        "findings": [_finding(result, f.to_dict()) for f in result.findings()],
         "observed": result.observed(),
-        "checks": {k: v.to_dict() for k, v in result.verdicts.items()},
+        "checks": {k: {**v.to_dict(), "findings": [_finding(result, f.to_dict()) for f in v.findings]}
+                   for k, v in result.verdicts.items()},
         "environment": asdict(result.history.environment),
         "options": asdict(result.history.options),
         "notes": result.notes,
@@ -47,11 +49,17 @@ def as_dict(result) -> dict:
     }
 
 
+def _finding(result, data: dict) -> dict:
+    """A finding's dict with its replay command naming the spec as the user would type it."""
+    data["evidence"]["replay"] = replay(result, data["evidence"]["replay"]) if data["evidence"]["replay"] else ""
+    return data
+
+
 def failed_dict(failed: Failed) -> dict:
     place = failed.place()
     return {
         "clirace_version": __version__,
-        "spec": failed.spec_path,
+        "spec": display_path(failed.spec_path),
         "error": {"kind": failed.kind, "message": failed.message(), "file": place.path, "line": place.line,
                   "column": place.column, "exit_code": failed.exit_code},
         "gate": {"threshold": 0, "passed": False, "enforced": True, "why": f"the {failed.kind} stopped the check"},

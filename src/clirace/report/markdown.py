@@ -110,7 +110,9 @@ def to_markdown(items, limit: int = LIMIT) -> str:
     if not isinstance(items, list):
         items = [items]
     share = limit // max(1, len(items))
-    return "\n".join(_failed(item) if isinstance(item, Failed) else _one(item, share) for item in items)
+    overall = gate.overall(items)
+    head = [f"## {overall.line()}", ""] if overall is not None else []
+    return "\n".join(head + [_failed(item) if isinstance(item, Failed) else _one(item, share) for item in items])
 
 
 def _failed(failed: Failed) -> str:

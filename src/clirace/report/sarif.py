@@ -40,15 +40,23 @@ def _driver() -> dict:
 
 
 def _failed_run(failed: Failed) -> dict:
-    """A spec that could not be checked: no results, and a tool execution notification saying where and why
-    (SARIF's place for a tool's own configuration error), with the invocation marked unsuccessful."""
+    """A spec that could not be checked: the error as a result of its own rule (so that a code-scanning upload
+    shows an open alert, never "every clirace alert is fixed"), a tool execution notification saying the same
+    (SARIF's place for a tool's configuration error), and the invocation marked unsuccessful."""
     place = failed.place()
-    notification = {"level": "error", "message": {"text": clean(failed.message())},
-                    "descriptor": {"id": failed.kind.replace(" ", "-")},
-                    "locations": [{"physicalLocation": {"artifactLocation": {"uri": place.path or "clirace.yaml"},
-                                                        "region": {"startLine": place.line,
-                                                                   "startColumn": place.column}}}]}
-    return {"tool": {"driver": _driver()}, "results": [],
+    rule_id = f"clirace-{failed.kind.replace(' ', '-')}"
+    location = {"physicalLocation": {"artifactLocation": {"uri": place.path or "clirace.yaml"},
+                                     "region": {"startLine": place.line, "startColumn": place.column}}}
+    message = {"text": clean(failed.message())}
+    notification = {"level": "error", "message": message, "descriptor": {"id": failed.kind.replace(" ", "-")},
+                    "locations": [location]}
+    driver = _driver()
+    driver["rules"].append({"id": rule_id, "name": rule_id.removeprefix("clirace-"),
+                            "shortDescription": {"text": f"the {failed.kind} stopped the check"},
+                            "defaultConfiguration": {"level": "error"}})
+    result = {"ruleId": rule_id, "ruleIndex": len(driver["rules"]) - 1, "level": "error", "message": message,
+              "locations": [location]}
+    return {"tool": {"driver": driver}, "results": [result],
             "invocations": [{"executionSuccessful": False, "exitCode": failed.exit_code,
                              "toolConfigurationNotifications": [notification]}],
             "properties": {"error": clean(failed.message()), "gate": "failed"}}

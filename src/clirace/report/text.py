@@ -30,7 +30,15 @@ WORD = {"pass": "pass", "fail": "FAIL", "not_tested": "not tested", "unknown": "
 PIPE_WIDTH = 100
 
 
-_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+_TAIL = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$")  # a line's end: spaces and colour codes, in any order
+_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _no_trailing_space(line: str) -> str:
+    """`line` without the spaces at its end, its closing colour codes kept: a wrapped coloured line ends in the
+    wrap's space, then the reset code, then the padding (`--only \x1b[0m    `)."""
+    tail = _TAIL.search(line)
+    return line if tail is None else line[:tail.start()] + "".join(_CODE.findall(tail.group()))
 
 
 class _NoTrailingSpace:
@@ -44,12 +52,12 @@ class _NoTrailingSpace:
         lines = (self.pending + text).split("\n")
         self.pending = lines.pop()
         if lines:
-            self.file.write("".join(_TRAILING.sub(r"\1", line) + "\n" for line in lines))
+            self.file.write("".join(_no_trailing_space(line) + "\n" for line in lines))
         return len(text)
 
     def flush(self) -> None:
         if self.pending.strip():
-            self.file.write(_TRAILING.sub(r"\1", self.pending))
+            self.file.write(_no_trailing_space(self.pending))
         self.pending = ""
         self.file.flush()
 

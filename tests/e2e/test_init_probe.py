@@ -1,0 +1,58 @@
+"""`clirace init --probe` on the commands of four shipped examples (docs/examples): the spec it writes from one
+observed run of each command validates, finds the lock and state the hand-written spec names, and, checked with
+the same seed and rounds, scores what the hand-written spec scores."""
+import json
+import shutil
+
+import pytest
+
+from clirace import observe
+
+from ..conftest import ROOT, run_clirace
+
+EXAMPLES = ROOT / "docs" / "examples"
+JQ = ("sh -c '[ -e ~/settings.json ] || echo \"{}\" > ~/settings.json; jq --arg k \"$1\" --arg v \"$2\" "
+      "\".[\\$k] = \\$v\" ~/settings.json > ~/settings.json.tmp && mv ~/settings.json.tmp ~/settings.json' set-key")
+DB = "sqlite3 {state_home}/counter.db"
+CASES = {  # example -> (init --probe arguments, lines the probed spec must hold)
+    "flock-counter": (["--probe", "{dir}/flock-counter.sh incr", "--read", "{dir}/flock-counter.sh get",
+                       "--setup", "{dir}/flock-counter.sh incr"],
+                      ["  - kind: counter", 'take: {path: "{home}/.counter.lock", kind: flock}']),
+    "git-config": (["--tool", "git config --global", "--probe", "git config --global clirace.{key} {value}",
+                    "--setup", "git config --global user.name clirace"],
+                   ['config: {path: "{home}/.gitconfig", format: ini, key: "clirace.{key}"}',
+                    'take: {path: "{home}/.gitconfig.lock", kind: exclusive-create}']),
+    "jq-script": (["--tool", JQ, "--probe", JQ + " {key} {value}", "--setup", JQ + " theme dark"],
+                  ['config: {path: "{home}/settings.json", format: json}', "# NOT FOUND: no lock call"]),
+    "sqlite3": (["--tool", "sqlite3", "--probe", f"{DB} 'UPDATE c SET n = n + 1;'", "--read", f"{DB} 'SELECT n FROM c;'",
+                 "--setup", f"{DB} 'CREATE TABLE IF NOT EXISTS c(n INTEGER); INSERT INTO c SELECT 0 WHERE NOT "
+                 "EXISTS (SELECT 1 FROM c);'"],
+                ["  - kind: counter", 'take: {path: "{state_home}/counter.db", kind: fcntl}']),
+}
+
+
+def score(spec) -> int:
+    proc = run_clirace("check", spec, "-q", "--rounds", "2", "--seed", "7", "--format", "json", timeout=200)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["score"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not observe.available()[0], reason="strace cannot trace here")
+@pytest.mark.parametrize("example", sorted(CASES))
+def test_a_probed_spec_validates_finds_the_lock_and_state_and_scores_as_the_hand_written_one(tmp_path, example):
+    needs = {"git-config": "git", "jq-script": "jq", "sqlite3": "sqlite3"}.get(example)
+    if needs and shutil.which(needs) is None:
+        pytest.skip(f"{needs} is not installed")
+    for companion in EXAMPLES.glob(f"{example}.*"):
+        if not companion.name.endswith(".clirace.yaml"):
+            shutil.copy(companion, tmp_path / companion.name)
+    args, expected = CASES[example]
+    proc = run_clirace("init", tmp_path / "probed.clirace.yaml", *(a.replace("{dir}", str(tmp_path)) for a in args),
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # it validated
+    text = (tmp_path / "probed.clirace.yaml").read_text()
+    for line in expected:
+        assert line in text, text
+    assert score(tmp_path / "probed.clirace.yaml") == score(EXAMPLES / f"{example}.clirace.yaml")
