@@ -8,6 +8,7 @@ import pytest
 
 from clirace.pipeline import judge
 
+from .histories import saveable
 from .hostile import hostile_history
 from .test_gate_and_baseline import keys_history, run_main
 
@@ -22,7 +23,7 @@ def saved_under(tmp_path, h, name="h.json"):
     spec.parent.mkdir(exist_ok=True)
     spec.write_text("version: 1\n")
     path = tmp_path / "specs" / name
-    dataclasses.replace(h, spec_path=str(spec)).save(path)
+    saveable(dataclasses.replace(h, spec_path=str(spec))).save(path)
     sub = tmp_path / "sub"
     sub.mkdir(exist_ok=True)
     return path, sub
@@ -141,8 +142,8 @@ def test_dash_capital_v_prints_the_version(monkeypatch, capsys):
 
 def test_diff_takes_report_and_exit_zero(monkeypatch, capsys, tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
-    keys_history(0, 3).save(old)
-    keys_history(1, 3).save(new)
+    saveable(keys_history(0, 3)).save(old)
+    saveable(keys_history(1, 3)).save(new)
     code, out, _ = run_main(monkeypatch, capsys, "diff", old, new, "--report", f"json={tmp_path}/d.json",
                             "--output-format", "github")
     assert code == 1 and out.startswith("::error title=clirace diff::regression")
@@ -154,7 +155,7 @@ def test_diff_takes_report_and_exit_zero(monkeypatch, capsys, tmp_path):
 
 
 def test_judge_takes_q(monkeypatch, capsys, tmp_path):
-    keys_history(0, 3).save(tmp_path / "h.json")
+    saveable(keys_history(0, 3)).save(tmp_path / "h.json")
     code, out, err = run_main(monkeypatch, capsys, "judge", tmp_path / "h.json", "-q")
     assert code == 0 and out.startswith("clirace gate passed") and err == ""
 
@@ -204,7 +205,7 @@ def test_a_closed_pipe_exits_quietly_with_its_own_status(tmp_path, args):
     import sys
 
     from clirace.errors import EXIT_PIPE_CLOSED
-    keys_history(1, 3).save(tmp_path / "h.json")  # a corrupting run: the gate's own status would be 1
+    saveable(keys_history(1, 3)).save(tmp_path / "h.json")  # a corrupting run: the gate's own status would be 1
     read, write = os.pipe()
     os.close(read)
     try:
@@ -230,7 +231,7 @@ def test_init_points_editors_at_a_schema_written_beside_the_spec_not_at_a_url(mo
 def test_color_always_leaves_no_trailing_space_on_wrapped_lines(monkeypatch, capsys, tmp_path, columns):
     import re
     long_name = "a-spec-with-a-name-long-enough-to-wrap-the-replay-line.clirace.yaml"
-    dataclasses.replace(keys_history(1, 3), spec_path=long_name).save(tmp_path / "h.json")
+    saveable(dataclasses.replace(keys_history(1, 3), spec_path=long_name)).save(tmp_path / "h.json")
     monkeypatch.setenv("COLUMNS", columns)
     code, out, _ = run_main(monkeypatch, capsys, "judge", tmp_path / "h.json", "--color", "always")
     assert code == 1 and "\x1b[" in out and "replay:" in out
@@ -254,7 +255,7 @@ def pytest_sessionstart(session):
 @pytest.mark.parametrize("args, outcome", [((), "failed"), (("--clirace-score-only",), "passed")])
 def test_the_plugins_score_item_fails_on_corruption_like_the_gate_unless_score_only(pytester, tmp_path, args, outcome):
     saved = tmp_path / "h.json"
-    keys_history(1, 3).save(saved)  # a corrupting run: score 0, which the default minimum 0 lets through
+    saveable(keys_history(1, 3)).save(saved)  # a corrupting run: score 0, which the default minimum 0 lets through
     pytester.makeconftest(PLANTED.format(saved=str(saved)))
     pytester.makefile(".clirace.yaml", tool="version: 1\n")
     result = pytester.runpytest("-k", "score", *args)
