@@ -6,6 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from clirace import baseline
+from clirace.checks._common import detection_bound
+
 from ..conftest import FIXTURES, run_clirace
 
 LOOP = FIXTURES / "loop"
@@ -32,8 +35,11 @@ def test_unlocked_fails_the_gate_and_the_fix_is_proven_against_it(tmp_path):
                                          "lock.error_command"), result["headline"]
     assert "lock.hold.park.invalid_content" in result["headline"]
     cr111 = next(f for f in result["baseline"]["findings"] if f["id"] == "CR111")
-    assert cr111["status"] == "fixed" and cr111["detail"].startswith("failed 3 of 3 rounds before; 0 of 3 now: a "
-                                                                     "race showing in 78% of rounds or more")
+    # The bound counts only the rounds that raced (issue 25): the keys summary says why any other could not.
+    racing = result["checks"]["keys"]["rates"]["racing_rounds"]
+    assert cr111["status"] == "fixed" and cr111["detail"].startswith("failed 3 of 3 rounds before; 0 of 3 now"), cr111
+    bound = baseline.percent(detection_bound(racing, 0))
+    assert f"a race showing in {bound} of rounds or more" in cr111["detail"], (cr111, result["checks"]["keys"])
 
     swapped = run_clirace("judge", tmp_path / "unlocked.history.json", "--baseline", tmp_path / "fixed.json",
                           "--format", "json")
