@@ -73,3 +73,15 @@ def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec):
     assert result["score"] == 1 and statuses["lock-excludes"] == "pass", statuses
     assert _codes(result, "lock-error-structured") == ["CR207"]
     assert "CR201" not in [f["code"] for f in result["findings"]]
+
+
+@pytest.mark.timeout(240)
+def test_a_lock_leaked_by_every_change_is_a_finding_even_when_a_serial_add_or_read_meets_it_first():
+    # The claim workload's serial adds run one after another outside the round: each leaves the lock held, and the
+    # next add was refused; that was called the spec's misfit (exit 2), which no spec can avoid.
+    result = check_json(ADVERSARIAL / "lock-outlives-every-command" / "clirace.yaml", *FAST, "--no-strace",
+                        timeout=220)
+    statuses = _statuses(result)
+    assert result["score"] == 1 and not result["corruption"], statuses
+    assert statuses["lock-released-on-exit"] == "fail", statuses
+    assert any(f["code"] == "CR306" for f in result["findings"])
