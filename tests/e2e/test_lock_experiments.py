@@ -85,3 +85,12 @@ def test_a_lock_leaked_by_every_change_is_a_finding_even_when_a_serial_add_or_re
     assert result["score"] == 1 and not result["corruption"], statuses
     assert statuses["lock-released-on-exit"] == "fail", statuses
     assert any(f["code"] == "CR306" for f in result["findings"])
+
+
+@pytest.mark.timeout(90)
+def test_a_contender_with_no_key_of_its_own_whose_change_the_holder_undid_is_silent_loss():
+    # `config unset theme` skips the lock: it exits 0 while the lock is held, and the holder writes theme back.
+    result = check_json(ADVERSARIAL / "unset-skips-lock" / "clirace.yaml", *FAST, "--only", "lock-excludes")
+    assert result["corruption"] and result["score"] == 0
+    (loss,) = [f for f in result["checks"]["lock-excludes"]["findings"] if f["code"] == "CR209"]
+    assert "theme holds" in loss["message"]

@@ -24,7 +24,7 @@ def check(history: History) -> Verdict:
         return found
     verdict = found if isinstance(found, Verdict) else _conflict(found, history)
     elsewhere = ran_while_held(history) + [f for t in lock_trials(history) if not isinstance(t, LockConflict)
-                                           for f in silent_losses(t)]
+                                           for f in silent_losses(t, history)]
     failed = [f for f in verdict.findings + elsewhere if not f.advisory]
     if failed:
         return Verdict(ID, FAIL, "; ".join(dict.fromkeys(f.message() for f in failed)), verdict.findings + elsewhere)
@@ -36,9 +36,9 @@ def check(history: History) -> Verdict:
 def _conflict(trial: LockConflict, history: History) -> Verdict:
     contender = trial.invocation("contender")
     assert contender is not None
-    losses = silent_losses(trial)
+    losses = silent_losses(trial, history)
     how = not_excluded(trial)
-    if how and "contender" not in lost_labels(trial):  # a contender whose key is gone is judged by its loss
+    if how and "contender" not in lost_labels(trial, history):  # a contender whose key is gone is judged by its loss
         if holder_gone(trial):
             return Verdict(ID, UNKNOWN, "the holder had exited before the contender finished, so the contender "
                            "may have run after the lock was free", losses)
