@@ -278,3 +278,12 @@ def test_a_change_that_cannot_be_told_is_never_a_loss():
     rows = [_alone('{"items": [1]}', '{"items": [1, 2]}')] * 2
     assert [f.code for f in lock_excludes.check(history(*rows, _unset_while_held('{"items": [1]}', '{"items": [1]}')))
             .findings] == ["CR201"]
+
+
+def test_silent_loss_in_a_conflict_trial_is_corruption_even_when_the_two_runs_disagree():
+    # The first run's contender exited 0 and lost its key; the second (the clock decided the first) was refused:
+    # flaky, so the conflict decides nothing, but the loss was seen and is corruption.
+    lost = with_effects(conflict(inv("contender", 0, stdout=OK)), '{"theme": "dark"}', contender=("k1", "v1"))
+    refused = dataclasses.replace(conflict(inv("contender", 4, stdout=ENVELOPE)), round=1)
+    v = lock_excludes.check(history(lost, refused))
+    assert [f.code for f in v.findings] == ["CR209"] and v.findings[0].severity == "corruption"

@@ -23,7 +23,11 @@ def check(history: History) -> Verdict:
     if isinstance(found, Verdict) and (found.status == NOT_TESTED or lock_undecided(history)):
         return found
     verdict = found if isinstance(found, Verdict) else _conflict(found, history)
-    elsewhere = ran_while_held(history) + [f for t in lock_trials(history) if not isinstance(t, LockConflict)
+    # Silent loss seen in any trial is corruption, whatever the others show: a conflict trial's too when the
+    # conflict itself could not be judged (two runs the clock decided differently, flaky).
+    judged = isinstance(found, LockConflict)  # the conflict trials' own losses are in its verdict
+    elsewhere = ran_while_held(history) + [f for t in lock_trials(history)
+                                           if not (judged and isinstance(t, LockConflict))
                                            for f in silent_losses(t, history)]
     failed = [f for f in verdict.findings + elsewhere if not f.advisory]
     if failed:
