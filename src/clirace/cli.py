@@ -262,9 +262,11 @@ def validate(
     specs: List[Path] = typer.Argument(..., help="Spec files to validate."),
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
 ):
-    """Load specs as `check` would and say what each lets clirace test; runs nothing of the tool."""
+    """Load specs as `check` would and say what each lets clirace test, and which subcommands its --help shows that
+    the spec never runs; runs nothing of the tool but its --help, in a scratch home."""
     from .observe import available
     from .spec import load_spec
+    from ._unrun import lines as unrun_lines
     from .validate import coverage, describe
 
     strace = available()
@@ -278,7 +280,7 @@ def validate(
             continue
         testable = any(c.testable for c in coverage(spec, strace))
         print(f"{path}: " + ("valid" if testable else "valid, but nothing can be tested"))
-        print("\n".join(describe(spec, strace)))
+        print("\n".join(describe(spec, strace) + unrun_lines(spec)))
         failed = failed or not testable
     raise typer.Exit(errors.EXIT_USAGE if failed else errors.EXIT_OK)
 

@@ -1,7 +1,8 @@
 """`clirace validate`: what a spec will and will not let clirace test, without running anything of the tool.
 
 The spec is loaded exactly as `check` loads it (schema, placeholders, the program exists); then each criterion
-says which parts of the spec exercise it, or what to add. The only process started is strace's own probe.
+says which parts of the spec exercise it, or what to add. The only processes started are strace's own probe and, for
+the subcommands the spec never runs (_unrun.py), the tool's --help.
 """
 from __future__ import annotations
 
