@@ -1,6 +1,8 @@
 """Workload checks on literal histories: each invariant, its finding code, and the rates over rounds."""
 import dataclasses
 
+import pytest
+
 from clirace.checks import claim, counter, keys, output
 from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous
 from clirace.vocab import ConfigFormat
@@ -133,6 +135,12 @@ def test_keys_read_command_variant():
 
 def test_a_key_read_back_empty_with_exit_0_is_lost_not_stale():
     t = KeysRound(invocations=(inv("set-0"), inv("get-0", 0, stdout="\n")), keys={"set-0": ("k0", "v0")})
+    assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
+
+
+@pytest.mark.parametrize("printed", ["[]", "{}", "null", " [] \n"])
+def test_a_read_printing_empty_json_for_a_key_says_it_is_gone_not_stale(printed):
+    t = KeysRound(invocations=(inv("set-0"), inv("get-0", 0, stdout=printed)), keys={"set-0": ("k0", "v0")})
     assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
 
 
