@@ -299,3 +299,13 @@ def test_a_key_whose_read_back_never_answered_is_unknown_not_lost():
                      keys=ks)
     v = keys.check(history(lost))
     assert v.status == "fail" and v.findings[0].code == "CR111" and v.findings[0].args["keys"] == "k0"  # not k1
+
+
+def test_the_result_counts_the_parallel_commands_that_failed_loudly():
+    from clirace.pipeline import judge, loud_failures
+
+    mostly_refused = counter_trial(0, 2, [True, False, False, True, False])
+    serial = dataclasses.replace(counter_trial(0, 1, [True, False]), serial=True)  # the reference run: not counted
+    result = judge(history(serial, mostly_refused))
+    assert any(note.startswith("3 of 5 parallel commands failed loudly (e.g. inc-1: exit 4") for note in result.notes)
+    assert loud_failures(history(counter_trial(0, 2, [True, True]))) is None
