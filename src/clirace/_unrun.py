@@ -67,9 +67,10 @@ def _scratch(spec: Spec, root: Path) -> tuple[list[str], dict[str, str]]:
     for path in values.values():
         if isinstance(path, Path) and str(path).startswith(str(root)):
             path.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("TMP", "TEMP", "XDG_DATA_HOME", "XDG_CONFIG_DIRS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("TMP", "TEMP", "XDG_CONFIG_DIRS")}
     env.update(HOME=str(values["home"]), TMPDIR=str(values["tmp"]), XDG_CONFIG_HOME=str(values["config_home"]),
                XDG_CACHE_HOME=str(values["cache_home"]), XDG_STATE_HOME=str(values["state_home"]),
+               XDG_DATA_HOME=str(values["data_home"]),
                XDG_RUNTIME_DIR=str(values["runtime_dir"]))
     env.update({k: placeholders.expand(v, values) for k, v in spec.env.items()})
     return placeholders.expand_all(spec.command, values), env
