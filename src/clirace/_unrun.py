@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import placeholders
-from .spec import OwnCommand, Spec
+from .spec import Spec, words
 
 HELP_TIMEOUT = 5.0  # seconds for one --help
 MAX_COMMANDS = 24  # top-level commands whose own --help is read (the rest are listed as they are)
@@ -96,12 +96,14 @@ def seen_in_help(spec: Spec) -> tuple[list[tuple[str, ...]] | None, str]:
 
 
 def _spec_argvs(spec: Spec) -> Iterator[tuple[str, ...]]:
+    # An own command (run, sh: a dispatcher script) counts by the words it is written with.
     setups = [*spec.setup, *(s for w in spec.workloads for s in w.setup)]
-    yield from (tuple(s) for s in setups if not isinstance(s, OwnCommand))
+    yield from (tuple(" ".join(words(s)).split()) for s in setups)
     for w in spec.workloads:
-        yield from (tuple(a) for a in (w.run, w.read, w.add, w.list) if a)
+        yield from (tuple(" ".join(words(a)).split()) for a in (w.run, w.read, w.add, w.list) if a)
     if spec.lock is not None:
-        yield from (tuple(a) for a in (spec.lock.contender, spec.lock.hold.command, spec.lock.error_command) if a)
+        yield from (tuple(" ".join(words(a)).split()) for a in (spec.lock.contender, spec.lock.hold.command,
+                                                                  spec.lock.error_command) if a)
     if spec.session is not None and spec.session.run:
         yield tuple(spec.session.run)
     if spec.services is not None:

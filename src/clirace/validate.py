@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import placeholders, services
 from .rubric import load_section
-from .spec import Spec
+from .spec import Spec, words
 
 
 FULL, PARTIAL, NONE = "will test", "partly", "will not test"
@@ -55,7 +55,7 @@ def _effects(spec: Spec) -> str:
     lock = spec.lock
     assert lock is not None
     writers = [name for name, command in (("lock.contender", lock.contender), ("the hold command", lock.hold.command))
-               if command and any({"key", "value"} & set(placeholders.names_in(arg)) for arg in command)]
+               if command and any({"key", "value"} & set(placeholders.names_in(arg)) for arg in words(command))]
     keys = spec.workload("keys")
     if not writers:
         return ("; what it writes is not read back: give lock.contender {key} and {value} to catch one that exits 0 "

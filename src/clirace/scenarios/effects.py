@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import placeholders
-from ..spec import Workload
+from ..spec import Workload, words
 from ..vocab import Outcome
 from ._box import Box
 from .workloads import snapshot
@@ -23,7 +23,7 @@ FIELDS = ("{key}", "{value}")
 
 
 def writes_key(command: Any) -> bool:
-    return any(field in arg for arg in command or () for field in FIELDS)
+    return any(field in arg for arg in words(command) for field in FIELDS)
 
 
 def values(box: Box, label: str, *commands: Any) -> dict[str, str]:
