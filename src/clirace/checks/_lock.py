@@ -13,7 +13,7 @@ from ..lockerror import succeeded
 from ..timing import describe, idle
 from ..vocab import EventKind
 from ._common import finding, not_run_verdict, one_line
-from ._effects import changes_lost, effects_lost
+from ._effects import Lost, changes_lost, effects_lost
 from .reference import lock_undecided
 
 NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
@@ -132,7 +132,7 @@ def _when(trial: LockTrial, label: str) -> str:
     return " with the lock free"
 
 
-def _lost(trial: LockTrial, history: History) -> list:
+def _lost(trial: LockTrial, history: History) -> list[Lost]:
     return effects_lost(trial)[0] + changes_lost(trial, history)
 
 
