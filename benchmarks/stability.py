@@ -3,8 +3,9 @@
 
     python benchmarks/stability.py [--runs N] [--only levels|adversarial] [SPEC ...]
 
-A score that changes between two runs of the same tool is the worst bug clirace can have; this prints, per
-spec, every distinct (score, non-passing criteria) outcome with how often it was seen, and the wall times.
+A score that changes between two runs of the same tool is the worst bug clirace can have, and so is a corruption
+flag that does: this prints, per spec, every distinct (score, corruption flag, non-passing criteria) outcome with
+how often it was seen, and the wall times.
 Prints a table; asserts nothing. Expected scores come from the specs' own comments ("expected score N").
 """
 from __future__ import annotations
@@ -41,7 +42,8 @@ def one_run(spec: Path) -> tuple[str, float]:
     if "error" in data:  # a spec clirace could not check: its error object instead of a result
         return f"error (exit {proc.returncode}: {data['error'].get('kind', '?')})", wall
     others = sorted(f"{c['id']}={c['status']}" for c in data["criteria"] if c["status"] != "pass")
-    return f"{data['score']} [{', '.join(others) or 'all pass'}]", wall
+    flag = " corruption" if data["corruption"] else ""
+    return f"{data['score']}{flag} [{', '.join(others) or 'all pass'}]", wall
 
 
 def main() -> int:
@@ -55,7 +57,7 @@ def main() -> int:
         *(sorted(REPO.glob("fixtures/adversarial/*/clirace.yaml")) if args.only != "levels" else []),
     ]
     print(f"# benchmarks/stability.py, {args.runs} runs per spec, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    print("| spec | expected | outcomes (score [criteria not passing]) x runs | median wall s |")
+    print("| spec | expected | outcomes (score, corruption flag, [criteria not passing]) x runs | median wall s |")
     print("|---|---|---|---|")
     for spec in specs:
         outcomes, walls = Counter(), []

@@ -297,6 +297,7 @@ _IN_SANDBOX = {name: f"/SANDBOX/{rel}" for name, rel in _LAYOUT.items()} | {"san
 _SANDBOX_ENV = re.compile(r"HOME|TMPDIR|TMP|TEMP|TEMPDIR|XDG_[A-Z_]+")
 _SUGGEST = {"HOME": "{home}", "TMPDIR": "{tmp}", "TMP": "{tmp}", "TEMP": "{tmp}", "TEMPDIR": "{tmp}",
             "XDG_CONFIG_HOME": "{config_home}", "XDG_CACHE_HOME": "{cache_home}", "XDG_STATE_HOME": "{state_home}",
+            "XDG_DATA_HOME": "{data_home}",
             "XDG_RUNTIME_DIR": "{runtime_dir}", "cwd": "{sandbox}", "temp_dirs": "{tmp}"}
 
 

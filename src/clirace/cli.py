@@ -357,12 +357,14 @@ def validate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only one line per spec (valid or why not), not what "
                                "each criterion will test."),
 ):
-    """Load specs as `check` would and say what each lets clirace test; runs nothing of the tool. Exit 0 when
-    every spec is valid and lets something be tested, 2 otherwise."""
+    """Load specs as `check` would and say what each lets clirace test, and which subcommands its --help shows that
+    the spec never runs; runs nothing of the tool but its --help, in a scratch home (nothing at all with
+    --no-tool). Exit 0 when every spec is valid and lets something be tested, 2 otherwise."""
     from . import _pyproject
     from ._paths import shown_path
     from .observe import available
     from .spec import load_spec
+    from ._unrun import lines as unrun_lines
     from .validate import coverage, describe
 
     settings = _pyproject.find(Path.cwd())
@@ -382,7 +384,8 @@ def validate(
         testable = any(c.testable for c in coverage(spec, strace))
         print(f"{shown_path(path)}: " + ("valid" if testable else "valid, but nothing can be tested"))
         if not quiet:
-            print("\n".join(describe(spec, strace)))
+            unrun = ["  subcommands: not looked for (--no-tool)"] if no_tool else unrun_lines(spec)
+            print("\n".join(describe(spec, strace) + unrun))
         failed = failed or not testable
     raise typer.Exit(errors.EXIT_USAGE if failed else errors.EXIT_OK)
 

@@ -308,9 +308,13 @@ class Watched:
 class LockTrial(Trial):
     """What the lock experiments' records share: the effects of their commands. A command given {key} and {value}
     (lock.contender, the hold command) wrote that key; after the holder ended, it was read back the way the spec's
-    keys workload reads its keys: `effects_config` is its config file then, or get-LABEL read it."""
+    keys workload reads its keys: `effects_config` is its config file then, or get-LABEL read it.
+    A contender without them (`config unset theme`) has its change read instead: the keys workload's config file
+    just before it ran (`state_before`, with the holder not yet started), and after the holder ended
+    (`effects_config`); what it changes alone (Alone) is what must be there."""
     effects: dict[str, tuple[str, str]] = field(default_factory=dict)  # invocation label -> (key, value)
     effects_config: ConfigSnapshot | None = None
+    state_before: ConfigSnapshot | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from .scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from .scenarios._box import shared_between_sandboxes
 from .spec import Spec
 from .validate import coverage
-from .vocab import Failure
+from .vocab import Failure, Outcome
 
 
 @dataclass
@@ -261,6 +261,21 @@ def _children_get_default_sigint() -> Any:
     return None
 
 
+def loud_failures(history: History) -> str | None:
+    """How many of the workloads' parallel commands failed loudly (a non-zero exit): the checks judge the state
+    those that exited 0 left, so a round where most failed is said, not hidden behind a pass."""
+    rounds = [t for t in history.trials if isinstance(t, WorkloadRound) and not t.serial and not t.error]
+    runs = [(t, inv) for t in rounds for inv in t.invocations
+            if inv.label.split("-")[0] in reference.RUN_LABELS and not inv.label.startswith(reference.AGAIN)]
+    loud = [(t, inv) for t, inv in runs if inv.outcome is Outcome.FAIL]
+    if not loud:
+        return None
+    trial, first = loud[0]
+    printed = first.printed(100).replace(trial.sandbox, "{sandbox}") if trial.sandbox else first.printed(100)
+    return (f"{len(loud)} of {len(runs)} parallel commands failed loudly (e.g. {first.label}: {first.ending()}; "
+            f"{printed}); the workload checks judge what those that exited 0 left.")
+
+
 def judge(history: History) -> Result:
     """Checks, score and notes from a history alone (a fresh one, or one saved by `--history`)."""
     only = history.options.only
@@ -282,6 +297,8 @@ def judge(history: History) -> Result:
                             "Criteria that need them are reported as not tested.")
     if only:
         result.notes.append(f"Only these checks ran: {', '.join(only)}; the score covers only what ran.")
+    if (loud := loud_failures(history)) is not None:
+        result.notes.append(loud)
     if history.not_removed:
         result.notes.append(f"clirace could not remove {len(history.not_removed)} of the files and folders it made; "
                             f"remove them by hand: {'; '.join(history.not_removed)}.")

@@ -13,7 +13,7 @@ PATTERN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # field where the sandbox's paths are, once that service is declared.
 SERVICES = {"redis_url": "redis", "postgres_url": "postgres"}
 # Paths of the trial's sandbox (and its servers' addresses); valid in every field.
-SANDBOX = frozenset({"sandbox", "home", "tmp", "config_home", "cache_home", "state_home", "runtime_dir",
+SANDBOX = frozenset({"sandbox", "home", "tmp", "config_home", "cache_home", "state_home", "data_home", "runtime_dir",
                      "spec_dir", "python", *SERVICES})
 PER_INVOCATION = frozenset({"i", "n", "session_id"})
 
@@ -25,6 +25,7 @@ LAYOUT = {
     "config_home": "home/.config",
     "cache_home": "home/.cache",
     "state_home": "home/.local/state",
+    "data_home": "home/.local/share",
     "runtime_dir": "run",
 }
 

@@ -56,12 +56,13 @@ class Sandbox:
 
     def environ(self, spec_env: dict[str, str]) -> dict[str, str]:
         env = dict(os.environ)
-        for name in ("TMP", "TEMP", "XDG_DATA_HOME", "XDG_CONFIG_DIRS"):
+        for name in ("TMP", "TEMP", "XDG_CONFIG_DIRS"):
             env.pop(name, None)
         env.update(
             HOME=str(self.path("home")), TMPDIR=str(self.path("tmp")),
             XDG_CONFIG_HOME=str(self.path("config_home")), XDG_CACHE_HOME=str(self.path("cache_home")),
-            XDG_STATE_HOME=str(self.path("state_home")), XDG_RUNTIME_DIR=str(self.path("runtime_dir")),
+            XDG_STATE_HOME=str(self.path("state_home")), XDG_DATA_HOME=str(self.path("data_home")),
+            XDG_RUNTIME_DIR=str(self.path("runtime_dir")),
             PYTHONDONTWRITEBYTECODE="1",
         )
         env.update({k: self.expand(v) for k, v in spec_env.items()})

@@ -32,12 +32,20 @@ SHELL = "/bin/sh"
 
 @dataclass(frozen=True)
 class OwnCommand:
-    """A setup command that is not appended to tool.command: a program of its own (`run: [...]`) or a shell
-    script (`sh: '...'`, run as /bin/sh -c SCRIPT)."""
+    """A command that is not appended to tool.command: a program of its own (`run: [...]`) or a shell script
+    (`sh: '...'`, run as /bin/sh -c SCRIPT). Setup commands, a workload's read, lock.contender and
+    lock.error_command may take this form (the tool behind a dispatcher script, a read through another program)."""
     argv: Argv
 
 
 SetupCommand = Union[Argv, OwnCommand]  # a plain command is appended to tool.command
+
+
+def words(command: SetupCommand | None) -> Argv:
+    """The arguments a command is given in the spec (an own command's program and arguments, or its script)."""
+    if command is None:
+        return ()
+    return command.argv if isinstance(command, OwnCommand) else command
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_PARALLEL = 8
@@ -61,7 +69,7 @@ class Workload:
     name: str
     run: Argv
     setup: tuple[SetupCommand, ...] = ()
-    read: Argv | None = None
+    read: SetupCommand | None = None  # appended to tool.command, or a command of its own (run, sh)
     start: int | None = None
     config: ConfigFile | None = None
     add: Argv | None = None
@@ -96,9 +104,9 @@ class Hold:
 
 @dataclass(frozen=True)
 class Lock:
-    contender: Argv
+    contender: SetupCommand  # appended to tool.command, or a command of its own (run, sh)
     hold: Hold
-    error_command: Argv | None = None
+    error_command: SetupCommand | None = None
     wait_option: Argv | None = None
     wait_env: tuple[tuple[str, str], ...] = ()  # variables that set the lock-wait timeout, beside or instead of wait_option
     wait: float = DEFAULT_WAIT
@@ -304,7 +312,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
         workloads.append(Workload(
             kind=WorkloadKind(w["kind"]), name=w.get("name", f"{w['kind']}#{index}"), run=argv(w["run"], *at, "run"),
             setup=tuple(setup(c, *at, "setup", n) for n, c in enumerate(w.get("setup", []))),
-            read=argv(w["read"], *at, "read") if "read" in w else None,
+            read=setup(w["read"], *at, "read") if "read" in w else None,
             start=int(w["start"]) if "start" in w else None,
             config=ConfigFile(config["path"], ConfigFormat(config["format"]),
                               config.get("query", config.get("key", "{key}")), query="query" in config)
@@ -334,8 +342,8 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             hold = Hold(HoldMode.TAKE, path=t.get("path"), kind=LockKind(t["kind"]), content=t.get("content", "{pid}"),
                         key=None if t.get("key") is None else str(t["key"]), row=t.get("row"),
                         ttl=duration(t.get("ttl", Hold.ttl)))
-        lock = Lock(contender=argv(raw["contender"], "lock", "contender"), hold=hold,
-                    error_command=argv(raw["error_command"], "lock", "error_command") if "error_command" in raw else None,
+        lock = Lock(contender=setup(raw["contender"], "lock", "contender"), hold=hold,
+                    error_command=setup(raw["error_command"], "lock", "error_command") if "error_command" in raw else None,
                     wait_option=argv(raw["wait_option"], "lock", "wait_option") if "wait_option" in raw else None,
                     wait_env=tuple((str(k), str(v)) for k, v in (raw.get("wait_env") or {}).items()),
                     wait=duration(raw.get("wait", DEFAULT_WAIT)), prompt=duration(raw.get("prompt", DEFAULT_PROMPT)),
@@ -395,6 +403,11 @@ def _validate_semantics(spec: Spec, located: Located, check_programs: bool = Tru
     if spec.session and spec.session.none and (spec.session.flag or spec.session.env or spec.session.run):
         raise SpecError("session says none (the tool has no session id) and also how to pass one; expected one of "
                         "the two.", where=located.where_key(("session",)))
+    if spec.lock and spec.lock.wait_option and isinstance(spec.lock.contender, OwnCommand):
+        raise SpecError("lock.wait_option is given, but lock.contender is a command of its own (run or sh), where no "
+                        "option can be put after tool.command; expected lock.wait_env, or the option written into the "
+                        "command (with {timeout_ms}) and lock.wait_option left out.",
+                        where=located.where_key(("lock", "wait_option")))
     if spec.lock and spec.lock.never_waits and (spec.lock.wait_option or spec.lock.wait_env):
         given = "wait_option" if spec.lock.wait_option else "wait_env"
         raise SpecError(f"lock gives both never_waits and {given}; expected one: a tool that never waits has no "
@@ -441,10 +454,17 @@ def _validate_semantics(spec: Spec, located: Located, check_programs: bool = Tru
 
 
 def _setup_commands(spec: Spec):
-    """(where, command) of every setup command of the spec and its workloads."""
+    """(where, command) of every command that may be one of its own (run, sh): setup commands of the spec and its
+    workloads, workloads' reads, lock.contender and lock.error_command."""
     yield from ((("setup", n, "run"), c) for n, c in enumerate(spec.setup))
     for index, workload in enumerate(spec.workloads):
         yield from ((("workloads", index, "setup", n, "run"), c) for n, c in enumerate(workload.setup))
+        if workload.read is not None:
+            yield ("workloads", index, "read", "run"), workload.read
+    if spec.lock is not None:
+        yield ("lock", "contender", "run"), spec.lock.contender
+        if spec.lock.error_command is not None:
+            yield ("lock", "error_command", "run"), spec.lock.error_command
 
 
 def _check_program(spec: Spec, command: Argv, at: tuple, located: Located) -> None:

@@ -1,7 +1,8 @@
 """`clirace validate`: what a spec will and will not let clirace test, without running anything of the tool.
 
 The spec is loaded exactly as `check` loads it (schema, placeholders, the program exists); then each criterion
-says which parts of the spec exercise it, or what to add. The only process started is strace's own probe.
+says which parts of the spec exercise it, or what to add. The only processes started are strace's own probe and, for
+the subcommands the spec never runs (_unrun.py), the tool's --help.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from . import placeholders, services
 from .rubric import load_section
-from .spec import Spec
+from .spec import Spec, words
 
 
 FULL, PARTIAL, NONE = "will test", "partly", "will not test"
@@ -57,7 +58,7 @@ def _effects(spec: Spec) -> str:
     lock = spec.lock
     assert lock is not None
     writers = [name for name, command in (("lock.contender", lock.contender), ("the hold command", lock.hold.command))
-               if command and any({"key", "value"} & set(placeholders.names_in(arg)) for arg in command)]
+               if command and any({"key", "value"} & set(placeholders.names_in(arg)) for arg in words(command))]
     keys = spec.workload("keys")
     if not writers:
         return ("; what it writes is not read back: give lock.contender {key} and {value} to catch one that exits 0 "

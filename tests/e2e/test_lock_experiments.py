@@ -98,3 +98,24 @@ def test_a_contender_that_stops_itself_even_alone_leaves_lock_release_undecided_
     assert "lock.contender run alone on fresh state" in verdict["summary"] and "killed at its deadline" in \
         verdict["summary"], verdict["summary"]
     assert not [f for f in verdict["findings"] if f["severity"] not in ("advisory", "info")], verdict["findings"]
+
+
+@pytest.mark.timeout(240)
+def test_a_lock_leaked_by_every_change_is_a_finding_even_when_a_serial_add_or_read_meets_it_first():
+    # The claim workload's serial adds run one after another outside the round: each leaves the lock held, and the
+    # next add was refused; that was called the spec's misfit (exit 2), which no spec can avoid.
+    result = check_json(ADVERSARIAL / "lock-outlives-every-command" / "clirace.yaml", *FAST, "--no-strace",
+                        timeout=220)
+    statuses = _statuses(result)
+    assert result["score"] == 1 and not result["corruption"], statuses
+    assert statuses["lock-released-on-exit"] == "fail", statuses
+    assert any(f["code"] == "CR306" for f in result["findings"])
+
+
+@pytest.mark.timeout(90)
+def test_a_contender_with_no_key_of_its_own_whose_change_the_holder_undid_is_silent_loss():
+    # `config unset theme` skips the lock: it exits 0 while the lock is held, and the holder writes theme back.
+    result = check_json(ADVERSARIAL / "unset-skips-lock" / "clirace.yaml", *FAST, "--only", "lock-excludes")
+    assert result["corruption"] and result["score"] == 0
+    (loss,) = [f for f in result["checks"]["lock-excludes"]["findings"] if f["code"] == "CR209"]
+    assert "theme holds" in loss["message"]

@@ -59,3 +59,32 @@ def test_a_hook_driven_by_an_environment_variable_a_tool_that_never_waits_and_on
     assert "never waits" in result["checks"]["lock-wait-timeout"]["summary"]
     assert statuses["session-isolation"] == "fail"
     assert [f["code"] for f in result["checks"]["session-isolation"]["findings"]] == ["CR504"]
+
+
+@pytest.mark.timeout(200)
+def test_read_contender_and_error_command_may_be_commands_of_their_own(tmp_path):
+    """A tool reached through another program (a dispatcher, a read through jq): `read`, `lock.contender` and
+    `lock.error_command` take {run: ...} and {sh: ...} as setup does; before, each had to be appended to
+    tool.command, and a spec like this one was refused at load."""
+    from ..conftest import FIXTURES
+
+    tool = FIXTURES / "level3" / "tool.py"
+    spec = tmp_path / "clirace.yaml"
+    spec.write_text(json.dumps({
+        "version": 1, "tool": {"command": ["{python}", str(tool)], "timeout": "10s"},
+        "setup": [["config", "set", "theme", "dark"]],
+        "workloads": [
+            {"kind": "counter", "run": ["counter", "incr"], "read": {"sh": f'"{{python}}" "{tool}" counter get'}},
+            {"kind": "keys", "run": ["config", "set", "{key}", "{value}"],
+             "config": {"path": "{config_home}/level3/config.json", "format": "json"}}],
+        "lock": {"contender": {"run": ["{python}", str(tool), "config", "set", "{key}", "{value}"]},
+                 "hold": {"park": {"command": ["config", "set", "{key}", "{value}"],
+                                   "fifo": "{config_home}/level3/config.json"}},
+                 "error_command": {"sh": f'exec "{{python}}" "{tool}" queue claim'}}}))
+    proc = run_clirace("check", spec, "--no-strace", "--rounds", "1", "--seed", "1", "--only", "counter",
+                       "--only", "lock-excludes", "--only", "lock-released-on-exit", "--format", "json", timeout=190)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["checks"]["counter"]["status"] == "pass", result["checks"]["counter"]
+    statuses = {c["id"]: c["status"] for c in result["criteria"]}
+    assert statuses["lock-excludes"] == "pass" and statuses["lock-released-on-exit"] == "pass", statuses

@@ -253,3 +253,58 @@ def test_no_history_carries_a_cr201_beside_a_passed_lock_excludes():
         verdicts = judge_all(h)
         if any(f.code == "CR201" for v in verdicts.values() for f in v.findings):
             assert verdicts["lock-excludes"].status != "pass", verdicts["lock-excludes"]
+
+
+# --- the change of a contender that writes no key of its own (`config unset theme`) -------------------------------
+
+def _alone(before, after, exit_code=0):
+    return Alone(name="contender", round=0, sandbox="/sb", command="contender", invocations=(inv("alone", exit_code),),
+                 state_before=config(before), effects_config=config(after))
+
+
+def _unset_while_held(before, after, holder_argv=None):
+    trial = dataclasses.replace(conflict(inv("contender", 0, stdout=OK)), state_before=config(before),
+                                effects_config=config(after), sandbox="/sb")
+    if holder_argv is not None:
+        holder = dataclasses.replace(inv("holder", 0), argv=tuple(holder_argv))
+        trial = dataclasses.replace(trial, invocations=(holder, *trial.invocations))
+    return trial
+
+
+def test_a_contender_whose_change_made_alone_is_undone_while_the_lock_was_held_is_silent_loss():
+    alone = [_alone('{"theme": "dark"}', '{}'), _alone('{"theme": "dark"}', '{}')]
+    undone = _unset_while_held('{"theme": "dark"}', '{"theme": "dark", "k0": "v0"}')
+    v = lock_excludes.check(history(*alone, undone))
+    assert v.status == "fail" and [f.code for f in v.findings] == ["CR209"]
+    assert v.findings[0].severity == "corruption" and v.findings[0].args["label"] == "contender"
+    kept = _unset_while_held('{"theme": "dark"}', '{"k0": "v0"}')
+    assert [f.code for f in lock_excludes.check(history(*alone, kept)).findings] == ["CR201"]
+
+
+def test_a_change_that_cannot_be_told_is_never_a_loss():
+    undone = _unset_while_held('{"theme": "dark"}', '{"theme": "dark"}')
+    # runs alone that disagree (a time stamp, a random id): that key is not judged
+    volatile = [_alone('{"at": 1}', '{"at": 2}'), _alone('{"at": 1}', '{"at": 3}')]
+    assert [f.code for f in lock_excludes.check(history(*volatile, undone)).findings] == ["CR201"]
+    # the state held the change already before the contender ran: nothing to see
+    alone = [_alone('{"theme": "dark"}', '{}'), _alone('{"theme": "dark"}', '{}')]
+    already = _unset_while_held('{}', '{"theme": "dark"}')
+    assert [f.code for f in lock_excludes.check(history(*alone, already)).findings] == ["CR201"]
+    # a holder whose own command writes that key may have written it after the contender, as it would serially
+    rewritten = _unset_while_held('{"theme": "dark"}', '{"theme": "dark"}', ["tool", "config", "set", "theme", "dark"])
+    assert [f.code for f in lock_excludes.check(history(*alone, rewritten)).findings] == ["CR201"]
+    # an unreadable config, or a list that others append to: unknown
+    torn = _unset_while_held('{"theme": "dark"}', '{"theme": ')
+    assert [f.code for f in lock_excludes.check(history(*alone, torn)).findings] == ["CR201"]
+    rows = [_alone('{"items": [1]}', '{"items": [1, 2]}')] * 2
+    assert [f.code for f in lock_excludes.check(history(*rows, _unset_while_held('{"items": [1]}', '{"items": [1]}')))
+            .findings] == ["CR201"]
+
+
+def test_silent_loss_in_a_conflict_trial_is_corruption_even_when_the_two_runs_disagree():
+    # The first run's contender exited 0 and lost its key; the second (the clock decided the first) was refused:
+    # flaky, so the conflict decides nothing, but the loss was seen and is corruption.
+    lost = with_effects(conflict(inv("contender", 0, stdout=OK)), '{"theme": "dark"}', contender=("k1", "v1"))
+    refused = dataclasses.replace(conflict(inv("contender", 4, stdout=ENVELOPE)), round=1)
+    v = lock_excludes.check(history(lost, refused))
+    assert [f.code for f in v.findings] == ["CR209"] and v.findings[0].severity == "corruption"

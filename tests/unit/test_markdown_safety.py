@@ -88,3 +88,15 @@ def test_the_gate_the_blockers_and_a_comparison_stay_safe_and_clirace_s_own_coun
     assert any("lost 1 of 1 increments" in text for text in outside)  # clirace's own counts: not in code spans
     assert plain_or_code("CR111 lost-key: 3 of 3 rounds") == "CR111 lost-key: 3 of 3 rounds"
     assert plain_or_code("see [x](http://e)").startswith("`")
+
+
+def test_the_paths_clirace_really_makes_read_as_run_and_sandbox():
+    """make_workdir's folder is clirace-PID-HEX (dashes in its name), a sandbox KIND-HEX (kill-points-...), the private
+    folder .clirace-PID-HEX.HEX: each read as {run} or {sandbox}, never half-shortened ("{run}-ab12/kill-points-...")."""
+    import tempfile
+
+    from clirace.report._safe import clean
+    run = f"{tempfile.gettempdir()}/clirace-4242-9f8e7d6c5b4a3921"
+    private = f"{tempfile.gettempdir()}/.clirace-4242-9f8e7d6c5b4a3921.0a1b2c3d4e5f6789"
+    text = f"{run}/kill-points-00aa11bb22cc33dd/home/.config/t.json; {run}; {private}/5e6f/kill-1.log"
+    assert clean(text) == "{sandbox}/home/.config/t.json; {run}; {run}/5e6f/kill-1.log"

@@ -130,3 +130,15 @@ lock:
         load_spec(write(tmp_path, base + """    run: ["holder", "{release_file}"]
     command: ["hold", "{release_file}"]
 """))
+def test_read_contender_and_error_command_may_be_commands_of_their_own(tmp_path):
+    from clirace.errors import SpecError
+    from clirace.spec import SHELL, OwnCommand
+
+    head = ('version: 1\ntool:\n  command: ["true"]\nworkloads:\n  - kind: counter\n    run: ["incr"]\n'
+            '    read: {sh: "echo 1"}\nlock:\n  contender: {run: ["true", "{key}"]}\n  hold: {take: {path: "{home}/l", '
+            'kind: flock}}\n  error_command: {sh: "exit 3"}\n')
+    spec = load_spec(write(tmp_path, head))
+    assert spec.workloads[0].read == OwnCommand((SHELL, "-c", "echo 1"))
+    assert spec.lock.contender == OwnCommand(("true", "{key}")) and spec.lock.error_command == OwnCommand((SHELL, "-c", "exit 3"))
+    with pytest.raises(SpecError, match="lock.wait_option is given, but lock.contender is a command of its own"):
+        load_spec(write(tmp_path, head + '  wait_option: ["--wait", "{timeout_ms}"]\n'))

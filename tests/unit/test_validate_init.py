@@ -1,9 +1,10 @@
-"""`clirace validate` and `clirace init`, through the real CLI. Nothing of any tool is run."""
+"""`clirace validate` and `clirace init`, through the real CLI. Nothing of any tool is run but its --help."""
 import os
 import re
 
 import pytest
 
+from clirace._unrun import commands_in
 from clirace.starter import examples, schema_line
 
 from ..conftest import FIXTURES, ROOT, run_clirace
@@ -128,3 +129,63 @@ def test_validate_says_a_helper_holder_cannot_test_the_tools_release():
     words = {line[2]: " ".join(line[3:]) for line in criteria_lines(proc.stdout)}
     assert words["lock-released-on-exit"].startswith("will not test lock.hold.run is a helper program")
     assert words["lock-excludes"].startswith("will test lock.contender while lock.hold.run holds the lock")
+ARGPARSE = """usage: tool [-h] [--lock-timeout MS] {counter,config,queue} ...
+
+positional arguments:
+  {counter,config,queue}
+    process   fingerprint a file
+  key         a positional argument, not a command
+
+options:
+  -h, --help  show this help message and exit
+"""
+COBRA = """Usage:
+  tool [command]
+
+Available Commands:
+  completion  Generate the autocompletion script
+  config      Modify config files
+  help        Help about any command
+
+Flags:
+  -h, --help   help for tool
+"""
+CLAP = """Usage: tool <COMMAND>
+
+Commands:
+  add     Add a dependency
+  remove  Remove a dependency
+  help    Print this message
+
+Options:
+  -h, --help  Print help
+"""
+
+
+def test_the_subcommands_a_help_text_lists_are_read_in_the_common_formats():
+    assert commands_in(ARGPARSE) == ["counter", "config", "queue"]
+    assert commands_in(COBRA) == ["completion", "config", "help"]
+    assert commands_in(CLAP) == ["add", "remove", "help"]
+    assert commands_in("Usage: tool FILE\n\nOptions:\n  -v  verbose\n") == []
+
+
+def test_validate_warns_of_a_subcommand_its_help_shows_that_the_spec_never_runs(tmp_path):
+    # unset-skips-lock's `config unset` takes no lock: a spec that never runs it scores the tool 3.
+    fixture = FIXTURES / "adversarial" / "unset-skips-lock"
+    spec = tmp_path / "clirace.yaml"
+    spec.write_text((fixture / "clirace.yaml").read_text().replace("{spec_dir}", str(fixture))
+                    .replace('contender: ["config", "unset", "theme"]', 'contender: ["config", "set", "{key}", "{value}"]'))
+    proc = run_clirace("validate", spec, env=NO_STRACE)
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stdout.splitlines() if line.startswith("  warning: the spec never runs")]
+    assert any("`config unset`" in line and 'lock.contender: ["config", "unset", ...]' in line for line in warned)
+    assert not any("`config set`" in line or "`config get`" in line for line in warned), warned
+    assert "`config unset`" not in run_clirace("validate", fixture / "clirace.yaml", env=NO_STRACE).stdout
+
+
+def test_validate_says_nothing_found_when_the_tool_cannot_run(tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text('version: 1\ntool:\n  command: ["sh", "-c", "exit 7"]\nworkloads:\n  - kind: counter\n    run: ["b"]\n'
+                    '    read: ["c"]\n')
+    proc = run_clirace("validate", spec, env=NO_STRACE)
+    assert "  subcommands: none found (the tool's --help could not be read" in proc.stdout, proc.stdout

@@ -1,6 +1,8 @@
 """Workload checks on literal histories: each invariant, its finding code, and the rates over rounds."""
 import dataclasses
 
+import pytest
+
 from clirace.checks import claim, counter, keys, output
 from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous
 from clirace.vocab import ConfigFormat
@@ -133,6 +135,12 @@ def test_keys_read_command_variant():
 
 def test_a_key_read_back_empty_with_exit_0_is_lost_not_stale():
     t = KeysRound(invocations=(inv("set-0"), inv("get-0", 0, stdout="\n")), keys={"set-0": ("k0", "v0")})
+    assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
+
+
+@pytest.mark.parametrize("printed", ["[]", "{}", "null", " [] \n"])
+def test_a_read_printing_empty_json_for_a_key_says_it_is_gone_not_stale(printed):
+    t = KeysRound(invocations=(inv("set-0"), inv("get-0", 0, stdout=printed)), keys={"set-0": ("k0", "v0")})
     assert [f.code for f in keys.check(history(t)).findings] == ["CR111"]
 
 
@@ -291,3 +299,13 @@ def test_a_key_whose_read_back_never_answered_is_unknown_not_lost():
                      keys=ks)
     v = keys.check(history(lost))
     assert v.status == "fail" and v.findings[0].code == "CR111" and v.findings[0].args["keys"] == "k0"  # not k1
+
+
+def test_the_result_counts_the_parallel_commands_that_failed_loudly():
+    from clirace.pipeline import judge, loud_failures
+
+    mostly_refused = counter_trial(0, 2, [True, False, False, True, False])
+    serial = dataclasses.replace(counter_trial(0, 1, [True, False]), serial=True)  # the reference run: not counted
+    result = judge(history(serial, mostly_refused))
+    assert any(note.startswith("3 of 5 parallel commands failed loudly (e.g. inc-1: exit 4") for note in result.notes)
+    assert loud_failures(history(counter_trial(0, 2, [True, True]))) is None

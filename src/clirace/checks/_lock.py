@@ -16,7 +16,7 @@ from ..services.ops import conditional
 from ..timing import describe
 from ..vocab import EventKind
 from ._common import finding, flaky, not_run_verdict, one_line
-from ._effects import effects_lost
+from ._effects import Lost, changes_lost, effects_lost
 from .reference import lock_undecided
 
 NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
@@ -176,10 +176,15 @@ def _when(trial: LockTrial, label: str) -> str:
     return " with the lock free"
 
 
-def silent_losses(trial: LockTrial) -> list[Finding]:
-    """CR209 for every invocation of the trial that exited 0 and whose key was not there afterwards."""
+def _lost(trial: LockTrial, history: History) -> list[Lost]:
+    return effects_lost(trial)[0] + changes_lost(trial, history)
+
+
+def silent_losses(trial: LockTrial, history: History) -> list[Finding]:
+    """CR209 for every invocation of the trial that exited 0 and whose key, or whose change (a contender that writes
+    no key of its own), was not there afterwards."""
     out = []
-    for label, key, value, found in effects_lost(trial)[0]:
+    for label, key, value, found in _lost(trial, history):
         where = trial.effects_config.path if trial.effects_config is not None else f"get-{label}"
         shown = f"{key} is missing" if found is None else f"{key} holds {one_line(found, 80)!r}"
         labels = [label] + (["holder"] if label != "holder" and trial.invocation("holder") else [])
@@ -188,8 +193,8 @@ def silent_losses(trial: LockTrial) -> list[Finding]:
     return out
 
 
-def lost_labels(trial: LockTrial) -> set[str]:
-    return {label for label, *_ in effects_lost(trial)[0]}
+def lost_labels(trial: LockTrial, history: History) -> set[str]:
+    return {label for label, *_ in _lost(trial, history)}
 
 
 def ran_while_held(history: History) -> list[Finding]:
@@ -202,7 +207,7 @@ def ran_while_held(history: History) -> list[Finding]:
             continue
         if trial.event(EventKind.REACHED_STATE, "contender"):
             how = f"opened the state file the holder was reading, with {trial.option}"
-        elif succeeded(inv) and "contender" not in lost_labels(trial):
+        elif succeeded(inv) and "contender" not in lost_labels(trial, history):
             how = f"ran and exited 0 with {trial.option}"
         else:
             continue

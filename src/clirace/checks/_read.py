@@ -15,6 +15,7 @@ from ..vocab import Outcome
 from ._common import Undecided, finding, read_back
 
 INTEGER = re.compile(r"-?\d+")
+EMPTY = ("", "[]", "{}", "null")  # what a read prints for a key that is not there
 Written = dict[str, tuple[str, str]]  # the writer's label -> (key, value)
 
 
@@ -80,8 +81,10 @@ def values_of(trial: Trial, written: Written, config: ConfigSnapshot | None, get
         values: dict[str, str | None] = {}
         for label, (key, _value) in written.items():
             get = trial.invocation(get_label(label))
-            # A key read back as empty with exit 0 is gone, not stale: tools print nothing for a missing key.
-            values[key] = get.stdout.strip() or None if get is not None and get.ok else None
+            # A key read back as empty with exit 0 is gone, not stale: tools print nothing for a missing key, or an
+            # empty JSON value (`jq`, `--json` modes: [], {}, null).
+            printed = get.stdout.strip() if get is not None and get.ok else ""
+            values[key] = None if printed in EMPTY else printed
         return values, None
     if config.text is None:
         if config.why_none != "missing":

@@ -42,6 +42,20 @@ def _to_its_lock(ops: tuple[FileOp, ...], n: int, reading: locking.Reading) -> b
     return opened.fd is not None and after is not None and reading.attempt(after)
 
 
+def _read_first(ops: tuple[FileOp, ...]) -> set[str]:
+    """Files this trace read before it wrote them: state it changes (read, then replaced), never a temp file of its
+    own, which is written first (a scratch file read back afterwards too)."""
+    seen: set[str] = set()
+    out: set[str] = set()
+    for op in ops:
+        if not op.ok or not op.paths:
+            continue
+        if op.paths[0] not in seen and op.call in ("open", "openat", "openat2") and not op.writes:
+            out.add(op.paths[0])
+        seen.update(op.paths)
+    return out
+
+
 def _round_hazards(trial: WorkloadRound) -> list[Finding]:
     root = trial.sandbox.rstrip("/") + "/"
     writers: Counter[str] = Counter()
@@ -55,7 +69,9 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
     state = locking.state_files(trial.traces, trial.sandbox, OWN_DIRS, TEMP_DIRS, min_writers=2)
     server_locked = bool(_served.locks_taken(trial))
     out: list[Finding] = []
-    fixed_temps = sorted(p for p, n in writers.items() if n == everyone > 1 and p not in locks
+    # The state itself is no temp file, even kept under TMPDIR or renamed away to a backup before its rewrite.
+    state_read = {_rel(p, root) for ops in trial.traces.values() for p in _read_first(ops)}
+    fixed_temps = sorted(p for p, n in writers.items() if n == everyone > 1 and p not in locks and p not in state_read
                          and (p in renamed_away or p.startswith(TEMP_DIRS)))
     if fixed_temps:
         out.append(finding("CR703", trial, list(trial.traces)[:2], "a temp path of its own per run",

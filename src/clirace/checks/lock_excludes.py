@@ -23,8 +23,12 @@ def check(history: History) -> Verdict:
     if isinstance(found, Verdict) and (found.status == NOT_TESTED or lock_undecided(history)):
         return found
     verdict = found if isinstance(found, Verdict) else _conflict(found, history)
-    elsewhere = ran_while_held(history) + [f for t in lock_trials(history) if not isinstance(t, LockConflict)
-                                           for f in silent_losses(t)]
+    # Silent loss seen in any trial is corruption, whatever the others show: a conflict trial's too when the
+    # conflict itself could not be judged (two runs the clock decided differently, flaky).
+    judged = isinstance(found, LockConflict)  # the conflict trials' own losses are in its verdict
+    elsewhere = ran_while_held(history) + [f for t in lock_trials(history)
+                                           if not (judged and isinstance(t, LockConflict))
+                                           for f in silent_losses(t, history)]
     failed = [f for f in verdict.findings + elsewhere if not f.advisory]
     if failed:
         return Verdict(ID, FAIL, "; ".join(dict.fromkeys(f.message() for f in failed)), verdict.findings + elsewhere)
@@ -36,9 +40,9 @@ def check(history: History) -> Verdict:
 def _conflict(trial: LockConflict, history: History) -> Verdict:
     contender = trial.invocation("contender")
     assert contender is not None
-    losses = silent_losses(trial)
+    losses = silent_losses(trial, history)
     how = not_excluded(trial)
-    if how and "contender" not in lost_labels(trial):  # a contender whose key is gone is judged by its loss
+    if how and "contender" not in lost_labels(trial, history):  # a contender whose key is gone is judged by its loss
         if holder_gone(trial):
             return Verdict(ID, UNKNOWN, "the holder had exited before the contender finished, so the contender "
                            "may have run after the lock was free", losses)

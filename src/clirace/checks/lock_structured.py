@@ -41,8 +41,8 @@ def check(history: History) -> Verdict:
     printed = printed_error(contender)
     advisory = [finding(code, trial, ["contender"], **args) for code, args in advisories(printed, contender.exit_code)]
     if contender.ok:
-        if not printed.says_lock_held and "contender" in lost_labels(trial):  # success claimed, nothing done
-            lost = [f for f in silent_losses(trial) if f.args["label"] == "contender"]
+        if not printed.says_lock_held and "contender" in lost_labels(trial, history):  # success claimed, nothing done
+            lost = [f for f in silent_losses(trial, history) if f.args["label"] == "contender"]
             return Verdict(ID, FAIL, lost[0].message(), lost)
         code = "CR203" if printed.says_lock_held else "CR201"
         f = finding(code, trial, labels, "a non-zero exit", contender.ending(), how="ran and exited 0")

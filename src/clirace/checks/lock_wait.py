@@ -49,7 +49,7 @@ def check(history: History) -> Verdict:
     if not trials:
         return not_run_verdict(ID, history, "lock-wait") or Verdict(
             ID, UNKNOWN, "the lock-wait experiment left no record")
-    first, *again = map(_judged, trials)
+    first, *again = (_judged(t, history) for t in trials)
     for other in again:  # a first run outside its time bounds was run again: only two alike decide
         if (other.status, [f.code for f in other.findings]) != (first.status, [f.code for f in first.findings]):
             return flaky(ID, f"a run gave {_short(first)}", _short(other),
@@ -62,7 +62,7 @@ def _short(verdict: Verdict) -> str:
     return verdict.findings[0].message() if verdict.findings else f"{verdict.status}: {verdict.summary}"
 
 
-def _judged(trial: LockWait) -> Verdict:
+def _judged(trial: LockWait, history: History) -> Verdict:
     if trial.error:
         return Verdict(ID, UNKNOWN, f"could not decide: {trial.error}")
     alone, inv = trial.invocation("alone"), trial.invocation("contender")
@@ -90,8 +90,8 @@ def _judged(trial: LockWait) -> Verdict:
                         **common)
         return Verdict(ID, FAIL, found.message(), [found])
     if inv.ok:
-        if "contender" in lost_labels(trial) and not printed_error(inv).says_lock_held:  # success claimed, nothing kept
-            lost = [f for f in silent_losses(trial) if f.args["label"] == "contender"]
+        if "contender" in lost_labels(trial, history) and not printed_error(inv).says_lock_held:  # success claimed, nothing kept
+            lost = [f for f in silent_losses(trial, history) if f.args["label"] == "contender"]
             return Verdict(ID, FAIL, lost[0].message(), lost)
         found = finding("CR201", trial, labels, "a LOCK_HELD error", inv.ending(), how=f"ran and exited 0 with {trial.option}")
         return Verdict(ID, FAIL, found.message(), [found])

@@ -13,8 +13,17 @@ import tempfile
 
 # C0 (tab and newline included: a caller that wants lines splits them first), DEL, C1; ESC is in C0.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# clirace's run directory (tempfile.mkdtemp(prefix="clirace-")) and a trial's sandbox directly inside it.
-_RUNDIR = re.compile(re.escape(tempfile.gettempdir().rstrip("/")) + r"/clirace-[A-Za-z0-9_]+(/[A-Za-z0-9_.-]+)?")
+# clirace's run folder (_leftovers.make_workdir: clirace-PID-[KIND-]HEX under TMPDIR, or /tmp for a server's) and
+# a trial's sandbox directly inside it (KIND-HEX: kill-points-..., keys-...); or its private folder beside it
+# (.clirace-PID-HEX.HEX: traces, kill logs), whose files read as the run's.
+_BASES = "|".join(re.escape(base) for base in dict.fromkeys((tempfile.gettempdir().rstrip("/") or "/tmp", "/tmp")))
+_RUNDIR = re.compile(rf"(?:{_BASES})/(\.?)clirace-[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?")
+
+
+def _run_path(m: re.Match) -> str:
+    if m.group(1):  # the private folder: whatever lies under it is clirace's own file of the run
+        return "{run}" + (m.group(2) or "")
+    return "{sandbox}" if m.group(2) else "{run}"
 
 
 def escape_controls(text: str) -> str:
@@ -24,7 +33,7 @@ def escape_controls(text: str) -> str:
 
 def shorten(text: str, spec_dir: str | None = None) -> str:
     """Runner-specific paths replaced by stable names: sandboxes, the spec's directory, the interpreter, home."""
-    text = _RUNDIR.sub(lambda m: "{sandbox}" if m.group(1) else "{run}", text)
+    text = _RUNDIR.sub(_run_path, text)
     if sys.executable and len(sys.executable) > 1:  # not inside a longer name (.venv/bin/python3)
         text = re.sub(re.escape(sys.executable) + r"(?![\w.-])", "{python}", text)
     if spec_dir and len(spec_dir) > 1:

@@ -284,7 +284,8 @@ class Box:
         return placeholders.expand(template, {**self.values(), **extra})
 
     def argv(self, sub: Any, prefix: Any = (), **extra: object) -> list[str]:
-        """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`."""
+        """The full command line: base command, then `prefix` (e.g. a session flag), then `sub`; or `sub` alone, as it
+        is, when it is a command of its own (OwnCommand: run or sh)."""
         if self.unusable:
             raise TrialFailed(self.unusable)
         tampered = self.sandbox.tampered()  # before every command: none runs in a folder swapped in by the target

@@ -4,15 +4,17 @@ A lock command given `{key}` and `{value}` (lock.contender, the hold command) wr
 a trial gets a key of its own, named as the spec's keys workload names its keys, and a value no other has. Once
 the holder has ended, the trial reads them back the way that workload reads its keys: its config file, or its
 read command once per key. The checks then hold every invocation that exited 0 to its key: one whose key is not
-there was silent loss. A command without them, or a spec without a keys workload, gives no effect to read back:
-unknown, never lost.
+there was silent loss. A lock.contender without them (`config unset theme`) has its change read instead, where the
+keys workload reads a config file: the file just before the contender (and the holder) start, and once the holder
+has ended; the checks hold it to what the contender changed when run alone. A spec without a keys workload gives
+no effect to read back: unknown, never lost.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from .. import placeholders
-from ..spec import Workload
+from ..spec import Workload, words
 from ..vocab import Outcome
 from ._box import Box
 from .workloads import snapshot
@@ -21,7 +23,7 @@ FIELDS = ("{key}", "{value}")
 
 
 def writes_key(command: Any) -> bool:
-    return any(field in arg for arg in command or () for field in FIELDS)
+    return any(field in arg for arg in words(command) for field in FIELDS)
 
 
 def values(box: Box, label: str, *commands: Any) -> dict[str, str]:
@@ -41,12 +43,22 @@ def values(box: Box, label: str, *commands: Any) -> dict[str, str]:
     return {"key": key, "value": value}
 
 
+def state_before(box: Box) -> None:
+    """Before lock.contender runs (and before a holder starts): the keys workload's config file, when the contender
+    writes no key of its own, so that what it changed can be read once the holder has ended."""
+    lock, workload = box.spec.lock, box.spec.workload("keys")
+    if lock is None or writes_key(lock.contender) or workload is None or workload.config is None:
+        return
+    box.fields["state_before"] = snapshot(box, workload)
+
+
 def read_back(box: Box) -> None:
     """Read back every key the trial's invocations wrote, unless it failed (its key may be absent): into the
-    record's effects_config, or as get-LABEL invocations of the keys workload's read command."""
+    record's effects_config, or as get-LABEL invocations of the keys workload's read command. With a state_before,
+    the config file is read whatever was written."""
     written: dict[str, tuple[str, str]] = box.fields.get("effects") or {}
     workload = box.spec.workload("keys")
-    if not written or workload is None:
+    if workload is None or not (written or "state_before" in box.fields):
         return
     if workload.config is not None:
         box.fields["effects_config"] = snapshot(box, workload)

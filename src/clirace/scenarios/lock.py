@@ -118,6 +118,7 @@ def _contend(box: Box, window: float, follow: float) -> bool:
     """One contender while the lock is held; True when it was still running at the end of its window."""
     lock = box.spec.lock
     assert lock is not None
+    effects.state_before(box)
     with holder(box, longest=window + follow) as hold:
         hold.start()
         stdin = Stdin()  # a tool that asks on a conflict ("overwrite? [y/N]") waits there, as under an agent
@@ -217,6 +218,7 @@ def wait(ctx: Context) -> None:
             limit = lock.wait + margin + min(alone.duration, ctx.spec.timeout) + 2
             box.fields.update(hold=lock.hold.how, option=" ".join(option), wait_ms=wait_ms,
                               margin_ms=int(margin * 1000), limit_s=round(limit, 3))
+            effects.state_before(box)  # after `alone`, whose change is already there
             with holder(box) as hold:
                 hold.start()
                 running = box.start("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit,
@@ -296,5 +298,6 @@ def _release(box: Box, way: Way, wait: float) -> None:
                 hold.interrupt(SIGNALS[way], wait)
     # Nothing of the trial runs now: refused by a process the holder left holding its lock, it runs again once
     # that process has gone, and the leftover is on record (the lock outlived its command).
+    effects.state_before(box)
     box.run_free("next", box.argv(lock.contender, **effects.values(box, "next", lock.contender)))
     effects.read_back(box)

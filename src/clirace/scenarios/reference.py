@@ -47,6 +47,8 @@ def run(ctx: Context) -> None:
     def alone(ctx: Context, watched: bool, name: str, command: Any, round_: int) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
+            if name == "contender":
+                effects.state_before(box)
             Serial(box, watched=watched).run([("alone", box.argv(command, **effects.values(box, "alone", command)),
                                                None)])
             effects.read_back(box)  # the key it wrote alone must be found: the lock experiments read theirs so

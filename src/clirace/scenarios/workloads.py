@@ -191,12 +191,15 @@ def rendezvous_usable() -> bool:
     return True
 
 
+# The reads, adds and earlier writes around a round run one at a time and need the lock free, as the serial runs'
+# commands do (Box.run_free): one refused by a process an earlier command left holding the lock runs again once that
+# process has gone, and the lock that outlived its command is on record, not taken for the spec's misfit.
 def _counter(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
     box.fields.update(start=workload.start, pattern=workload.value)
     if workload.start is None:
-        box.run("read-before", workload.read)
+        box.run_free("read-before", box.argv(workload.read))
     parallel.run([(f"inc-{i}", box.argv(workload.run, i=i, n=n, session_id=f"s{i}"), None) for i in range(n)])
-    box.run("read-after", workload.read)
+    box.run_free("read-after", box.argv(workload.read))
 
 
 EARLIER_KEYS = 1  # keys written one at a time before each parallel round after the first
@@ -211,7 +214,7 @@ def _keys(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) 
         if isinstance(parallel, Parallel) and box.round > 0 else {}
     box.fields.update(keys=keys, earlier=earlier)
     for j, (label, (key, value)) in enumerate(earlier.items()):
-        box.run(label, workload.run, i=n + j, n=1, key=key, value=value, session_id="s0")
+        box.run_free(label, box.argv(workload.run, i=n + j, n=1, key=key, value=value, session_id="s0"))
     if workload.config:
         box.fields["before"] = snapshot(box, workload)
     parallel.run([(label, box.argv(workload.run, i=i, n=n, key=k, value=v, session_id=f"s{i}"), None)
@@ -222,7 +225,7 @@ def _keys(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) 
     for label, (key, _value) in {**earlier, **keys}.items():
         writer = next(inv for inv in box.invocations if inv.label == label)
         if writer.outcome is not Outcome.FAIL:  # a write that may have applied is read back too
-            box.run(f"get-{label.removeprefix('set-')}", workload.read, key=key)
+            box.run_free(f"get-{label.removeprefix('set-')}", box.argv(workload.read, key=key))
 
 
 def snapshot(box: Box, workload: Workload) -> ConfigSnapshot:
@@ -245,10 +248,10 @@ def _claim(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int)
     items = tuple(f"item{i}-{token}" for i in range(n))
     box.fields.update(items=items, pattern=workload.claimed)
     for i, item in enumerate(items):
-        box.run(f"add-{i}", workload.add, item=item, i=i)
+        box.run_free(f"add-{i}", box.argv(workload.add, item=item, i=i))
     parallel.run([(f"claim-{i}", box.argv(workload.run, i=i, n=n, session_id=f"s{i}"), None) for i in range(n)])
     if workload.list:
-        box.run("list-after", workload.list)
+        box.run_free("list-after", box.argv(workload.list))
 
 
 def _output(ctx: Context, box: Box, workload: Workload, parallel: Runner, n: int) -> None:
