@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import REPO, clirace_exe, header, mean, median, percentile, table  # noqa: E402
 
-from clirace.launch import Launcher  # noqa: E402
+from clirace.run.launch import Launcher  # noqa: E402
 
 TARGETS = {
     "fixture": {

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import header, median, percentile, table  # noqa: E402
 from detection import build_c_target, read_skew_ms  # noqa: E402
 
-import clirace.launch as launch  # noqa: E402
+import clirace.run.launch as launch  # noqa: E402
 
 PARALLEL = 8
 K = 64

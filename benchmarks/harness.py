@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import REPO, clirace_exe, header, median, table  # noqa: E402
 
-from clirace.launch import Launcher  # noqa: E402
+from clirace.run.launch import Launcher  # noqa: E402
 
 K, N = 64, 8
 LAUNCHER_TARGET = 1.15

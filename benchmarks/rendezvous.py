@@ -32,10 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import REPO, header, mean, percentile, table  # noqa: E402
 
-from clirace import observe  # noqa: E402
-from clirace.launch import Launcher  # noqa: E402
-from clirace.rendezvous import Arrival, Rendezvous, commit_point_prefix  # noqa: E402
-from clirace.stopper import LOCK_CALLS, READ_CALLS  # noqa: E402
+from clirace.run import observe  # noqa: E402
+from clirace.run.launch import Launcher  # noqa: E402
+from clirace.run.rendezvous import Arrival, Rendezvous, commit_point_prefix  # noqa: E402
+from clirace.run.stopper import LOCK_CALLS, READ_CALLS  # noqa: E402
 
 TARGETS = {
     # name: (tool, args for invocation i, state file (relative to the run's directory), initial text, stop calls,

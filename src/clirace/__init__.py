@@ -1,15 +1,15 @@
 """clirace: launch a command-line tool's mutating commands in parallel and score how it copes.
 
 What's here, in pipeline order (each stage a plain function of the previous one's value):
-  spec.py          YAML spec -> Spec (validated against spec_schema.json, errors with file:line:column)
-  scenarios/       plan and launch: experiments in fresh sandboxes (sandbox.py, launch.py, observe.py)
-  history.py       what happened: invocations and observed facts, saved and re-judged as JSON
-  checks/          one module per check: history -> Verdict with findings (findings.py)
-  rubric.py        rubric/*.yaml applied to verdicts -> criteria, score and the headline
-  gate.py          whether the run lets CI go on (corruption, --min-score, a regression against baseline.py)
-  report/          text, JSON, Markdown, GitHub, JUnit and SARIF renderings (_outputs.py writes them)
-  pipeline.py      the stages wired together; cli.py and pytest_plugin.py are the two front doors
-  validate.py, starter.py, explain.py   `clirace validate`, `clirace init`, `clirace explain`
+  spec/__init__.py          YAML spec -> Spec (validated against spec_schema.json, errors with file:line:column)
+  scenarios/       plan and launch: experiments in fresh sandboxes (run/sandbox.py, run/launch.py, run/observe.py)
+  history/__init__.py       what happened: invocations and observed facts, saved and re-judged as JSON
+  checks/          one module per check: history -> Verdict with findings (checks/findings.py)
+  verdict/rubric.py        rubric/*.yaml applied to verdicts -> criteria, score and the headline
+  verdict/gate.py          whether the run lets CI go on (corruption, --min-score, a regression against verdict/baseline.py)
+  report/          text, JSON, Markdown, GitHub, JUnit and SARIF renderings (cli/_outputs.py writes them)
+  cli/pipeline.py      the stages wired together; cli/__init__.py and pytest_plugin.py are the two front doors
+  cli/validate.py, spec/starter.py, report/explain.py   `clirace validate`, `clirace init`, `clirace explain`
 Public API: `check`, `judge_history`, `load_spec`, `Result`, `SpecError`, `CliraceError`.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ __all__ = ["check", "judge_history", "load_spec", "Result", "SpecError", "Clirac
 
 def check(spec_path, *, seed=None, rounds=None, parallel=None, only=(), strace=True, allow_outside_sandbox=False):
     """Run clirace on a spec and return the Result (`.score.score`, `.criteria`, `.findings()`)."""
-    from .pipeline import Options, run
-    from .spec import load_spec as _load
+    from clirace.cli.pipeline import Options, run
+    from clirace.spec import load_spec as _load
     spec = _load(spec_path, allow_outside_sandbox=allow_outside_sandbox)
-    from .registry import resolve
+    from clirace.checks.registry import resolve
     checks = tuple(resolve(name) or name for name in only)
     return run(spec, Options(seed=seed, rounds=rounds, parallel=parallel, only=checks, strace=strace,
                              allow_outside_sandbox=allow_outside_sandbox))
@@ -31,19 +31,19 @@ def check(spec_path, *, seed=None, rounds=None, parallel=None, only=(), strace=T
 
 def judge_history(path):
     """Re-judge a history saved with `clirace check --history FILE`."""
-    from .history import History
-    from .pipeline import judge
+    from clirace.cli.pipeline import judge
+    from clirace.history import History
     return judge(History.load(path))
 
 
 def __getattr__(name):
     if name == "load_spec":
-        from .spec import load_spec
+        from clirace.spec import load_spec
         return load_spec
     if name == "Result":
-        from .pipeline import Result
+        from clirace.cli.pipeline import Result
         return Result
     if name in ("SpecError", "CliraceError"):
-        from . import errors
+        from clirace import errors
         return getattr(errors, name)
     raise AttributeError(name)

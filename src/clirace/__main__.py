@@ -1,3 +1,3 @@
-from .cli import main
+from clirace.cli import main
 
 main()

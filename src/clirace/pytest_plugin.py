@@ -99,7 +99,7 @@ _RESULTS: dict = {}  # (spec path, options) -> Result or SpecError, for this pro
 
 def _with_location(exc):
     """A SpecError whose str() names file:line:col (pytest shows str(), not the paragraph)."""
-    from .errors import CliraceError
+    from clirace.errors import CliraceError
     if isinstance(exc, CliraceError) and exc.args and exc.args[0] == exc.message:
         exc.args = (exc.paragraph(),)
     return exc
@@ -113,10 +113,10 @@ def _shared_dir(config) -> Path:
 
 def _run_once(config, spec_path: Path, **options):
     """The Result of checking `spec_path`, computed once per pytest session across xdist workers."""
-    from . import check
-    from .errors import CliraceError
-    from .history import History
-    from .pipeline import judge
+    from clirace import check
+    from clirace.cli.pipeline import judge
+    from clirace.errors import CliraceError
+    from clirace.history import History
 
     key = (str(spec_path), tuple(sorted(options.items())))
     if key in _RESULTS:
@@ -146,7 +146,7 @@ def _run_once(config, spec_path: Path, **options):
 
 class SpecFile(pytest.File):
     def collect(self):
-        from .rubric import load_section
+        from clirace.verdict.rubric import load_section
         for level in load_section("s15")["levels"]:
             for c in level.get("criteria", []):
                 yield CriterionItem.from_parent(self, name=c["id"], criterion=c["id"])
@@ -166,7 +166,7 @@ class _SpecItem(pytest.Item):
         return self.path, 0, self.name
 
     def repr_failure(self, excinfo):
-        from .errors import CliraceError
+        from clirace.errors import CliraceError
         if isinstance(excinfo.value, (CliraceError, CriterionFailed)):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
@@ -178,7 +178,7 @@ class CriterionFailed(AssertionError):
 
 class CriterionItem(_SpecItem):
     def runtest(self):
-        from .report._safe import status_value
+        from clirace.report._safe import status_value
         result = self.parent.result()
         crit = next(c for c in result.criteria if c.id == self.criterion)
         status = status_value(crit.status)
@@ -197,7 +197,7 @@ class CriterionItem(_SpecItem):
 
 class ScoreItem(_SpecItem):
     def runtest(self):
-        from . import gate
+        from clirace.verdict import gate
         result = self.parent.result()
         minimum = _min_score(self.config)
         if self.config.getoption("clirace_score_only") or self.config.getini("clirace_score_only"):
@@ -212,14 +212,14 @@ class ScoreItem(_SpecItem):
 def _below(result, minimum: int, head: bool = True) -> str:
     """The short failure of a score below `minimum`: the headline (what stops the next level, and the change that
     would move it) and the command that replays the run."""
-    from .report._locate import display_path
-    from .report._safe import replay
+    from clirace.report._locate import display_path
+    from clirace.report._safe import replay
     return ((f"clirace score {result.score.score} < {minimum} for {display_path(result.spec_path)}\n" if head else "")
             + f"{_clean(result, result.score.headline())}\nreplay: {replay(result, result.replay())}")
 
 
 def _clean(result, text) -> str:
-    from .report._safe import clean, spec_dir_of
+    from clirace.report._safe import clean, spec_dir_of
     return clean(text, spec_dir_of(result))
 
 
@@ -235,7 +235,7 @@ def _failure_text(result, crit) -> str:
         if f.rule.get("fix"):
             lines.append(f"    fix: {f.rule['fix']}")
         if f.evidence.replay:
-            from .report._safe import replay
+            from clirace.report._safe import replay
             lines.append(f"    replay: {replay(result, f.evidence.replay)}")
     return "\n".join(lines)
 
@@ -266,7 +266,7 @@ class UnknownCriterion(LookupError):
     """`outcome.criterion(id)` with an id that is no criterion of the rubric."""
 
     def __init__(self, given: str, ids: list[str]):
-        from ._spec_messages import did_you_mean
+        from clirace.spec.messages import did_you_mean
         guess = did_you_mean(given, ids)
         super().__init__(f"{given!r} is not a clirace criterion" + (f"; did you mean {guess}?" if guess else ".")
                          + f" Criteria: {', '.join(ids)}.")
@@ -275,7 +275,7 @@ class UnknownCriterion(LookupError):
 @pytest.fixture
 def clirace(request):
     """Call with a spec path (relative to the test file's directory) and options of `clirace.check`."""
-    from .errors import CliraceError
+    from clirace.errors import CliraceError
     here = Path(request.path).parent
 
     def run(spec_path, **options) -> _Outcome:

@@ -8,7 +8,7 @@ amplified rounds reliably catch its few-microsecond window.
 """
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json
 

@@ -2,7 +2,7 @@
 strace kills at the rename is the `mv`, a child of the invocation."""
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import check_json
 

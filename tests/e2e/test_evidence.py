@@ -2,7 +2,7 @@
 reference level with one defect swapped in (see each fixture's README). Only the checks a case is about run."""
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json
 

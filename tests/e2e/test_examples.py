@@ -3,8 +3,8 @@ import shutil
 
 import pytest
 
-from clirace import observe
-from clirace.services.postgres import binaries as postgres_binaries
+from clirace.run import observe
+from clirace.run.services.postgres import binaries as postgres_binaries
 
 from ..conftest import ROOT, check_json
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clirace import pipeline
+from clirace.cli import pipeline
 from clirace.errors import HistoryError
 from clirace.history import History
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import FIXTURES, run_clirace
 

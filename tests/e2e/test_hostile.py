@@ -20,7 +20,6 @@ import pytest
 from ..conftest import FIXTURES, ROOT
 from ..procs import with_cmdline
 
-
 HOSTILE = FIXTURES / "hostile"
 
 
@@ -151,7 +150,7 @@ def test_processes_end_when_a_scenario_raises(cut_short, no_leftovers, monkeypat
     cut short (Ctrl-C landing in it): the run's sweep still ends them all and the workdir goes."""
     import tempfile
 
-    from clirace import pipeline
+    from clirace.cli import pipeline
     from clirace.history import CounterRound
     from clirace.scenarios import _box
     from clirace.spec import load_spec

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import ROOT, run_clirace
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from clirace import _cgroup
-from clirace.sandbox import stat_fields, sweep_leftovers
+from clirace.run import _cgroup
+from clirace.run.sandbox import stat_fields, sweep_leftovers
 
 from ..conftest import FIXTURES, ROOT
 from ..procs import wait_for, with_cmdline
@@ -96,7 +96,7 @@ def test_the_next_run_sweeps_what_the_watchdog_could_not(no_leftovers):
 def test_the_sweep_spares_what_no_record_says_clirace_made_and_says_so(tmp_path):
     """Owner files and names are not evidence (a target or another user can make them): without a run record,
     nothing is acted on but an empty folder, and each is named in the sweep's notes."""
-    from clirace._leftovers import OWNER, _start_time
+    from clirace.run.cleanup import OWNER, _start_time
     me, start = os.getpid(), _start_time(os.getpid())
     folders = {
         "clirace-live": f"{me} {start} running",  # this process: alive
@@ -175,7 +175,7 @@ def test_a_run_whose_owner_file_was_deleted_or_rewritten_is_still_removed(owner,
     """Issue 24: the target deletes the run folder's owner file (or rewrites it to name pid 1 with its real start
     time), then clirace is SIGKILLed: its watchdog removes the run's folders all the same, or, killed too, the
     next run's sweep does, by the run's record."""
-    from clirace._leftovers import OWNER, _start_time
+    from clirace.run.cleanup import OWNER, _start_time
     proc = start_clirace(no_leftovers)
     try:
         wait_for(lambda: setup_and_daemon(no_leftovers), 30, "setup and its daemon")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from clirace.launch import Launcher
+from clirace.run.launch import Launcher
 
 PY = sys.executable
 

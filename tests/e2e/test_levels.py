@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json
 

@@ -2,7 +2,7 @@
 its sandbox: a canary directory is snapshotted (type, mode, inode, size, hash of everything in it) before and
 after `clirace check`, and must be unchanged. (Issue 10's first "done when", and issue 19's.)
 
-The scenarios open every file in the sandbox through `clirace.safefs` (the restore file, the park FIFO and its
+The scenarios open every file in the sandbox through `clirace.run.safefs` (the restore file, the park FIFO and its
 directory, io/ inputs and outputs, the take lock, the release file), walked from the fd clirace holds on the
 sandbox; clirace's own traces and kill logs live in a private folder outside the run folder, under names nobody
 can plant a link at in advance, reached through clirace's fds and read only as regular files, a bounded amount.

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from clirace.services.postgres import binaries
+from clirace.run.services.postgres import binaries
 
 from ..conftest import FIXTURES, check_json
 

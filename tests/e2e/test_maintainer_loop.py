@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from clirace import baseline
 from clirace.checks._common import detection_bound
+from clirace.verdict import baseline
 
 from ..conftest import FIXTURES, run_clirace
 

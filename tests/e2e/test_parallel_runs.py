@@ -12,7 +12,6 @@ import pytest
 
 from ..conftest import FIXTURES, ROOT
 
-
 LEVEL1 = FIXTURES / "level1" / "clirace.yaml"
 RUNS = 4
 

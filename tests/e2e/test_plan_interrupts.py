@@ -19,12 +19,12 @@ from dataclasses import replace
 
 import pytest
 
-from clirace import registry
+from clirace.checks import registry
+from clirace.cli.pipeline import Options, judge, run
 from clirace.history import History
-from clirace.pipeline import Options, judge, run
-from clirace.rubric import load_section
 from clirace.scenarios import SCENARIOS
 from clirace.spec import load_spec
+from clirace.verdict.rubric import load_section
 
 from ..conftest import FIXTURES
 from ..procs import clirace_processes, wait_for

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from clirace import observe
 from clirace.checks import hazards
 from clirace.history import History
-from clirace.stopper import NotAvailable, require
+from clirace.run import observe
+from clirace.run.stopper import NotAvailable, require
 
 from ..conftest import FIXTURES, check_json
 from .test_levels import EXPECTED
@@ -134,8 +134,8 @@ def test_a_tool_launched_through_a_version_managers_shim_scores_like_it_does_dir
 def test_a_hand_over_that_cannot_attach_lets_the_process_go_on_and_says_why(tmp_path):
     # The second strace fails at once (here: not strace at all); the process, stopped just after its exec by
     # the first, must not stay stopped: it runs to its end untraced, and the note says the kill never came.
-    from clirace.launch import Launcher
-    from clirace.stopper import Handover, exec_stop_prefix
+    from clirace.run.launch import Launcher
+    from clirace.run.stopper import Handover, exec_stop_prefix
 
     python = str(Path(sys.executable).resolve())
     prefix = tmp_path / "exec"

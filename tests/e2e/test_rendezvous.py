@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from clirace import observe
-from clirace.launch import Launcher
-from clirace.rendezvous import Rendezvous, commit_point_prefix
-from clirace.stopper import LOCK_CALLS, READ_CALLS, Hold, hold_prefix, lock_held
+from clirace.run import observe
+from clirace.run.launch import Launcher
+from clirace.run.rendezvous import Rendezvous, commit_point_prefix
+from clirace.run.stopper import LOCK_CALLS, READ_CALLS, Hold, hold_prefix, lock_held
 
 from ..conftest import FIXTURES
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from clirace import observe
+from clirace.checks.registry import EXPERIMENTS, REGISTRY
 from clirace.history import History
-from clirace.registry import EXPERIMENTS, REGISTRY
+from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json, run_clirace
 

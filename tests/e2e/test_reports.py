@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import pytest
 
-from clirace.rubric import load_section
+from clirace.verdict.rubric import load_section
 
 from ..conftest import FIXTURES, ROOT, run_clirace
 

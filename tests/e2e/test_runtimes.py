@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from clirace import observe
-from clirace.stopper import NotAvailable, require
+from clirace.run import observe
+from clirace.run.stopper import NotAvailable, require
 
 from ..conftest import FIXTURES, check_json
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clirace.history import CounterRound, History
-from clirace.services.postgres import binaries
+from clirace.run.services.postgres import binaries
 
 from ..conftest import FIXTURES, check_json, run_clirace
 

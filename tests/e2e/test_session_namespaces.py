@@ -3,7 +3,7 @@
 reference runs it is judged against)."""
 import pytest
 
-from clirace import observe
+from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json
 

@@ -10,7 +10,6 @@ import pytest
 from ..conftest import FIXTURES, ROOT
 
 
-
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_target_path_without_a_shell(no_leftovers):

@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from clirace import observe
-from clirace.launch import Launcher
+from clirace.run import observe
+from clirace.run.launch import Launcher
 
 from ..conftest import FIXTURES, run_clirace
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from clirace.history import Environment, Event, History, Invocation, RunOptions, Trial
-from clirace.vocab import EventKind
+from clirace.history.vocab import EventKind
 
 
 def inv(label, exit_code=0, stdout="", stderr="", started=0.0, ended=0.05, timed_out=False, signal=None):

@@ -1,9 +1,9 @@
 """A literal history whose target printed the hostile fixture's text everywhere it can show up in a report."""
 import importlib.util
 
+from clirace.cli.pipeline import judge
 from clirace.history import CounterRound, FileOp, LockConflict
-from clirace.pipeline import judge
-from clirace.vocab import HoldMode
+from clirace.history.vocab import HoldMode
 
 from ..conftest import FIXTURES
 from .histories import history, inv

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from clirace._paths import shown_path
-
 from clirace.errors import SpecError
 from clirace.spec import load_spec
+from clirace.spec._paths import shown_path
 
 BAD = Path(__file__).resolve().parents[1] / "specs" / "bad"
 RUN_TIMEOUT = 30

@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from clirace import _pyproject
+from clirace.cli import _pyproject
 from clirace.errors import UsageError
-from clirace.explain import explanations
+from clirace.report.explain import explanations
 from clirace.report.text import console, wants_colour
 
 from ..conftest import FIXTURES, ROOT
@@ -97,7 +97,7 @@ def test_colour_on_a_pipe(monkeypatch, flag, env, coloured):
         monkeypatch.setenv(name, value)
     buffer = io.StringIO()
     assert wants_colour(buffer, flag) is coloured
-    from clirace.pipeline import judge
+    from clirace.cli.pipeline import judge
     from clirace.report import render_all
     plain = io.StringIO()
     render_all(judge(hostile_history()), console(buffer, flag))
@@ -140,7 +140,7 @@ def test_a_misspelt_key_still_writes_every_report_describing_it(monkeypatch, cap
     assert case.find("error") is not None and "worklods" in case.find("error").get("message")
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["error"]["line"] == 4 and data["error"]["exit_code"] == 2 and not data["gate"]["passed"]
-    schema = json.loads((ROOT / "src" / "clirace" / "result_schema.json").read_text())
+    schema = json.loads((ROOT / "src" / "clirace" / "report" / "result_schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(data)
 
 

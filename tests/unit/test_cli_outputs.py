@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from clirace._outputs import Outputs, check_all, parse_report
+from clirace.cli._outputs import Outputs, check_all, parse_report
+from clirace.cli.pipeline import judge
 from clirace.errors import UsageError
-from clirace.pipeline import judge
 
 from ..conftest import FIXTURES, run_clirace
 from .histories import saveable
@@ -77,7 +77,7 @@ def test_a_report_replaces_the_old_file_whole_and_leaves_no_temp_file(saved, tmp
 
 # --- paths swapped while the run went on (issue 19, item 3): pinned at the start, never followed at the end ----
 
-from clirace._outputs import Destination, PathChanged, emit  # noqa: E402
+from clirace.cli._outputs import Destination, PathChanged, emit  # noqa: E402
 
 
 def swapped(tmp_path, how):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from clirace.configfile import MAX_BYTES, TooLarge, Unparseable, lookup, parse
 from clirace.errors import SpecError
 from clirace.spec import load_spec
+from clirace.spec.configfile import MAX_BYTES, TooLarge, Unparseable, lookup, parse
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -113,11 +113,11 @@ def test_an_exception_in_cliraces_own_reader_is_its_bug_not_a_torn_config(monkey
     """Issue 25 item 6: a reader that raises something other than its format's parse error says nothing about the
     file: never "unparseable" (CR113 here, corruption and score 0), but the check undecided and exit 3, once the
     report of what the other checks decided is out."""
-    from clirace import configfile
     from clirace.cli import _exit_code, _gate
-    from clirace.configfile import ReaderFailed
+    from clirace.cli.pipeline import judge
     from clirace.errors import EXIT_INTERNAL
-    from clirace.pipeline import judge
+    from clirace.spec import configfile
+    from clirace.spec.configfile import ReaderFailed
 
     from .histories import history
     from .test_workload_checks import keys_trial

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from clirace.explain import FIELDS, as_text, explanations
-from clirace.rubric import rules
+from clirace.report.explain import FIELDS, as_text, explanations
+from clirace.verdict.rubric import rules
 
 from ..conftest import run_clirace
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from clirace.pipeline import judge
+from clirace.cli.pipeline import judge
 
 from .histories import saveable
 from .hostile import hostile_history
@@ -82,15 +82,15 @@ def test_the_sarif_of_a_bad_spec_carries_the_error_as_a_result_so_an_upload_neve
 
 
 def snap(score, criterion, check_status, code):
-    from clirace.baseline import Snapshot
+    from clirace.verdict.baseline import Snapshot
     finding = {"code": code, "name": f"name-{code}", "severity": "error"}
     return Snapshot("old.json", "t.yaml", score, {"lock-error-structured": criterion},
                     {"lock-error-structured": {"status": check_status, "summary": "", "findings": [finding]}})
 
 
 def test_diff_says_now_fails_where_the_check_went_from_pass_to_fail_and_never_score_score():
-    from clirace.baseline import compare
     from clirace.report.compare import RENDERERS
+    from clirace.verdict.baseline import compare
     comparison = compare(snap(1, "pass", "pass", "CR901"), snap(0, "fail", "fail", "CR202"))
     cr901 = next(c for c in comparison.changes if c.subject == "CR901")
     assert "now fails" in cr901.detail and "still fails" not in cr901.detail
@@ -102,8 +102,8 @@ def test_diff_says_now_fails_where_the_check_went_from_pass_to_fail_and_never_sc
 
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown", "github"])
 def test_diff_says_its_verdict_on_the_first_line_in_every_format(fmt):
-    from clirace.baseline import compare
     from clirace.report.compare import RENDERERS
+    from clirace.verdict.baseline import compare
     worse = RENDERERS[fmt](compare(snap(1, "pass", "pass", "CR901"), snap(0, "fail", "fail", "CR202")))
     same = RENDERERS[fmt](compare(snap(0, "fail", "fail", "CR202"), snap(0, "fail", "fail", "CR202")))
     first = {"text": r"clirace diff: regression against", "json": '  "verdict": "regression"',
@@ -182,13 +182,13 @@ def test_validate_takes_directories_and_the_pyproject_table_and_no_tool(monkeypa
 def test_explain_takes_criterion_ids_and_check_names(monkeypatch, capsys, name, first):
     code, out, _ = run_main(monkeypatch, capsys, "explain", name)
     assert code == 0 and out.startswith(first)
-    from clirace.registry import EXPERIMENTS
+    from clirace.checks.registry import EXPERIMENTS
     assert all(code in out for code in EXPERIMENTS[name].codes)
 
 
 def test_checks_as_json_lists_every_criterion_check_and_live_rule(monkeypatch, capsys):
-    from clirace.registry import EXPERIMENTS
-    from clirace.rubric import rules
+    from clirace.checks.registry import EXPERIMENTS
+    from clirace.verdict.rubric import rules
     code, out, _ = run_main(monkeypatch, capsys, "checks", "--format", "json")
     data = json.loads(out)
     assert code == 0
@@ -289,9 +289,9 @@ lock:
 
 def test_every_registered_code_points_at_a_key_of_the_spec_never_at_line_1(tmp_path):
     """Walks the catalogue, not a hand list: a spec without a session section still places CR952 at a key."""
-    from clirace.findings import Evidence, Finding
+    from clirace.checks.findings import Evidence, Finding
     from clirace.report._locate import Locator
-    from clirace.rubric import rules
+    from clirace.verdict.rubric import rules
     spec = tmp_path / "t.clirace.yaml"
     spec.write_text(LOCATED_SPEC)
     locator = Locator(str(spec))

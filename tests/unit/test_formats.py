@@ -4,12 +4,12 @@ import xml.etree.ElementTree as ET
 
 import jsonschema
 
-from clirace.pipeline import judge
-from clirace.registry import EXPERIMENTS
+from clirace.checks.registry import EXPERIMENTS
+from clirace.cli.pipeline import judge
 from clirace.report import to_github, to_junit, to_sarif
 from clirace.report._locate import Locator, display_path
 from clirace.report.github import escape_data, escape_property
-from clirace.rubric import rules
+from clirace.verdict.rubric import rules
 
 from ..conftest import FIXTURES, ROOT
 from .hostile import hostile_history

@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from clirace import baseline, cli, gate
+from clirace import cli
+from clirace.cli.pipeline import judge
 from clirace.history import ConfigSnapshot, KeysRound, LockConflict
-from clirace.pipeline import judge
-from clirace.vocab import ConfigFormat, EventKind
+from clirace.history.vocab import ConfigFormat, EventKind
+from clirace.verdict import baseline, gate
 
 from .histories import event, history, inv, saveable
 

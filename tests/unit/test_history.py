@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from clirace.configfile import Unparseable
+from clirace.cli.pipeline import judge
 from clirace.errors import HistoryError
 from clirace.history import ConfigSnapshot, History, KeysRound, LockConflict
-from clirace.pipeline import judge
-from clirace.vocab import ConfigFormat, EventKind
+from clirace.history.vocab import ConfigFormat, EventKind
+from clirace.spec.configfile import Unparseable
 
 from .histories import event, history, inv, saveable
 

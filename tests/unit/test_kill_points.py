@@ -2,7 +2,7 @@
 process that writes, never in a version manager's shim helpers (scenarios/atomic._numbered, no process run)."""
 from pathlib import Path
 
-from clirace.observe import parse_line
+from clirace.run.observe import parse_line
 from clirace.scenarios.atomic import _numbered
 
 SB = "/sb"

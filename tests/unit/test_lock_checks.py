@@ -5,9 +5,9 @@ import json
 import pytest
 
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait
+from clirace.checks.lockerror import find_error
 from clirace.history import Alone, LockConflict, LockRelease, LockWait, NotRun, ServerOp, Watched
-from clirace.lockerror import find_error
-from clirace.vocab import EventKind, HoldMode, Way
+from clirace.history.vocab import EventKind, HoldMode, Way
 
 from .histories import event, history, inv
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from clirace.checks import lock_excludes, lock_release, lock_structured, lock_wait, reference
 from clirace.history import Alone, ConfigSnapshot, KeysRound, Leftover, LockConflict, LockWait
-from clirace.vocab import ConfigFormat, EventKind, HoldMode
+from clirace.history.vocab import ConfigFormat, EventKind, HoldMode
 
 from .histories import event, history, inv, saveable
 from .test_lock_checks import ENVELOPE, all_released, conflict, release, waited
@@ -220,8 +220,8 @@ KEYS = 'workloads: [{kind: keys, run: ["set", "{key}", "{value}"], config: {path
 
 
 def lock_line(tmp_path, contender='["set", "{key}", "{value}"]', workloads=KEYS, error='["fail"]'):
+    from clirace.cli.validate import coverage
     from clirace.spec import load_spec
-    from clirace.validate import coverage
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC.format(contender=contender, workloads=workloads, error=error))
     return next(c.how for c in coverage(load_spec(path), (False, "off"), servers=False) if c.criterion == "lock-excludes")
@@ -244,7 +244,7 @@ def test_key_and_value_are_lock_command_placeholders_only(tmp_path):
 
 def test_no_history_carries_a_cr201_beside_a_passed_lock_excludes():
     """One exclusion property, judged once: wherever any check reports CR201, lock-excludes does not pass."""
-    from clirace.registry import judge_all
+    from clirace.checks.registry import judge_all
 
     from .test_registry import EXAMPLES
     stolen = dataclasses.replace(waited(0, 620, stdout="saved"), events=(event(EventKind.HELD, 0.0),))

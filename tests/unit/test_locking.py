@@ -1,12 +1,12 @@
-"""locking.py on literal traces: which calls take a lock, which files are lock files and which are state, and
+"""run/locking.py on literal traces: which calls take a lock, which files are lock files and which are state, and
 that every reader of traces (observation lines, hazards, the rendezvous's aim, the stopper, the side-by-side
 rule) answers as it does."""
 import pytest
 
-from clirace import locking, observe, stopper
 from clirace.checks import _observed, hazards
 from clirace.history import CounterRound, KeysRound
-from clirace.observe import parse_line
+from clirace.run import locking, observe, stopper
+from clirace.run.observe import parse_line
 from clirace.scenarios.aim import aim
 
 from .histories import history, inv
@@ -185,7 +185,7 @@ def test_the_observation_lines_and_the_stopper_see_a_link_lock():
     assert observe.shared_paths(outside, SB) == ["/tmp/tool.lock"]
 
 
-# --- every reader of traces answers as locking.py does ------------------------------------------------------
+# --- every reader of traces answers as run/locking.py does ------------------------------------------------------
 
 def codes(trial):
     return [f.code for f in hazards.check(history(trial)).findings]

@@ -1,5 +1,5 @@
 """Reading strace lines: which file each call touched, also after the process changed its directory."""
-from clirace.observe import parse_line
+from clirace.run.observe import parse_line
 
 START = "/sandbox"  # where the invocation started (the launcher's cwd)
 
@@ -44,9 +44,9 @@ def test_the_rendezvous_stops_at_the_close_only_of_the_fd_the_tool_read_through(
     """kubectl's shape closes its reading fd, then rewrites: stop at that close. jq never closes its reading fd;
     its stdout, a temp file another invocation renamed onto the state, closes under the state's name: that
     close must not pass for the end of its reading (the stop would come after the others had written)."""
-    from clirace.rendezvous import CLOSE_CALLS
+    from clirace.run.rendezvous import CLOSE_CALLS
+    from clirace.run.stopper import READ_CALLS
     from clirace.scenarios.aim import aim
-    from clirace.stopper import READ_CALLS
     kubectl = _round(("set-0", ['openat(AT_FDCWD</sandbox>, "/sandbox/home/c.json", O_RDONLY) = 3</sandbox/home/c.json>',
                                 'close(3</sandbox/home/c.json>) = 0',
                                 'openat(AT_FDCWD</sandbox>, "/sandbox/home/c.json", O_WRONLY|O_TRUNC) = 3</sandbox/home/c.json>',
@@ -61,7 +61,7 @@ def test_the_rendezvous_stops_at_the_close_only_of_the_fd_the_tool_read_through(
 
 def test_a_file_shared_outside_the_sandbox_is_seen_and_pycache_is_not():
     """Where the tool locks and writes decides whether experiments may run side by side, each in its sandbox."""
-    from clirace.observe import shared_paths
+    from clirace.run.observe import shared_paths
     ops = tuple(parse_line(line, START) for line in (
         'openat(AT_FDCWD</x>, "/repo/__pycache__/m.cpython-311.pyc.140", O_WRONLY|O_CREAT|O_EXCL, 0644) = 3</repo/__pycache__/m.cpython-311.pyc.140>',
         'rename("/repo/__pycache__/m.cpython-311.pyc.140", "/repo/__pycache__/m.cpython-311.pyc") = 0',

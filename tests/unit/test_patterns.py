@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from clirace import patterns
-from clirace.patterns import PatternTimeout, group1, problem, search
+from clirace.spec import patterns
+from clirace.spec.patterns import PatternTimeout, group1, problem, search
 
 pytestmark = pytest.mark.timeout(20)
 

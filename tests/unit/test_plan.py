@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from clirace.cli.pipeline import judge
 from clirace.errors import HistoryError
 from clirace.history import (
     CounterRound,
@@ -15,10 +16,9 @@ from clirace.history import (
     NotRun,
     Planned,
 )
-from clirace.pipeline import judge
-from clirace.plan import plan
+from clirace.history.vocab import EventKind, Failure, Way
+from clirace.scenarios.plan import plan
 from clirace.spec import load_spec
-from clirace.vocab import EventKind, Failure, Way
 
 from ..conftest import FIXTURES
 from .histories import event, history, inv
@@ -147,7 +147,7 @@ def test_a_trial_error_says_whose_failure_it_was_also_in_an_older_history():
 def test_only_accepts_every_registered_check_and_its_replay_runs_what_that_check_judges():
     """The replay printed with a finding is `--only CHECK`: for every registered check, the plan of that run
     holds an experiment whose records the check judges (hazards: the workloads' traced rounds)."""
-    from clirace.registry import EXPERIMENTS, resolve, scenarios_for
+    from clirace.checks.registry import EXPERIMENTS, resolve, scenarios_for
     spec = load_spec(LEVEL3)
     assert spec.lock is not None
     # Issue 25 item 9: on a tool that never waits, lock-wait-timeout is judged on the lock-conflict experiment.
@@ -163,8 +163,9 @@ def test_three_kinds_of_trial_error_in_a_reference_run_spec_misfit_tool_failure_
     """Only the spec's misfit is a spec error (exit 2); clirace's own failure is exit 3 naming the trial; the
     tool's failure alone leaves its workload undecided and the run goes on."""
     import pytest
+
+    from clirace.cli.pipeline import _refuse_a_spec_the_tool_does_not_fit
     from clirace.errors import EXIT_INTERNAL, EXIT_USAGE, InternalError, SpecError
-    from clirace.pipeline import _refuse_a_spec_the_tool_does_not_fit
 
     spec = load_spec(LEVEL3)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clirace import procfs, stopper
+from clirace.run import procfs, stopper
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "clirace"
 FLOCK = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\n"

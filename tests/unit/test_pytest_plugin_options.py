@@ -3,7 +3,7 @@ launched): bad values stop the session at configure time, an unknown criterion n
 assert_score is short, shown at the test's own line."""
 import pytest
 
-from clirace.pipeline import judge
+from clirace.cli.pipeline import judge
 from clirace.pytest_plugin import UnknownCriterion, _Outcome
 
 from .histories import saveable
@@ -38,7 +38,7 @@ def test_a_failing_assert_score_is_short_and_points_at_the_test(pytester, tmp_pa
     saveable(keys_history(1, 3)).save(saved)
     pytester.makepyfile(f"""
         from clirace.history import History
-        from clirace.pipeline import judge
+        from clirace.cli.pipeline import judge
         from clirace.pytest_plugin import _Outcome
 
         def test_gate():

@@ -2,7 +2,7 @@
 the workload undecided, and the output oracle masks what varies between two runs of the same input."""
 from clirace.checks import counter, output, reference
 from clirace.history import Alone, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun
-from clirace.vocab import ConfigFormat
+from clirace.history.vocab import ConfigFormat
 
 from .histories import history, inv
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
+from clirace.checks.registry import EXPERIMENTS, SCENARIO_OF, resolve
 from clirace.history import NotRun
-from clirace.registry import EXPERIMENTS, SCENARIO_OF, resolve
-from clirace.rubric import load_section, rules
+from clirace.history.vocab import Way
 from clirace.scenarios import SCENARIOS
-from clirace.vocab import Way
+from clirace.verdict.rubric import load_section, rules
 
 from . import test_lock_checks as lock
 from . import test_lock_effects as effects
@@ -143,8 +143,8 @@ def test_scenarios_record_and_checks_judge():
     import re
     from pathlib import Path
 
-    from clirace import configfile
     from clirace.scenarios import workloads
+    from clirace.spec import configfile
     src = Path(__file__).resolve().parents[2] / "src" / "clirace"
     for module in (src / "scenarios").glob("*.py"):
         imports = re.findall(r"^from \.\.(\w+) import|^from \.\. import (.+)$", module.read_text(), re.M)
@@ -157,8 +157,8 @@ def test_scenarios_record_and_checks_judge():
 
 
 def test_an_advice_only_findings_replay_runs_the_experiment_that_made_its_trial():
+    from clirace.checks.registry import ADVICE_ONLY, EXPERIMENTS, MAKES_TRIAL, replayed_by
     from clirace.history import RECORDS
-    from clirace.registry import ADVICE_ONLY, EXPERIMENTS, MAKES_TRIAL, replayed_by
     assert set(MAKES_TRIAL) == set(RECORDS) - {"alone", "not-run"}
     assert all(check in EXPERIMENTS and check not in ADVICE_ONLY for check in MAKES_TRIAL.values())
     assert replayed_by("s58-advice", "lock-conflict: contender while the lock is held (round 1)") == "lock-excludes"

@@ -1,15 +1,14 @@
-"""rendezvous.py and stopper.py on literal data: the detection bound, the strace command lines, and trace files
+"""run/rendezvous.py and run/stopper.py on literal data: the detection bound, the strace command lines, and trace files
 as strace writes them (no process is started here; tests/e2e/test_rendezvous.py runs real ones)."""
 import math
 import os
 
 import pytest
 
-from clirace import observe, stopper
 from clirace.checks._common import detection_bound
-from clirace.rendezvous import commit_point_prefix
-from clirace.stopper import STOPPED, StopLog, hold_prefix, is_lock_call, path_forms, stop_prefix
-
+from clirace.run import observe, stopper
+from clirace.run.rendezvous import commit_point_prefix
+from clirace.run.stopper import STOPPED, StopLog, hold_prefix, is_lock_call, path_forms, stop_prefix
 
 # --- the detection bound --------------------------------------------------------------------------------
 
@@ -148,7 +147,7 @@ def test_without_strace_it_says_not_available(monkeypatch):
 
 def _traced_round(*traces):
     from clirace.history import KeysRound
-    from clirace.observe import parse_line
+    from clirace.run.observe import parse_line
     return KeysRound(sandbox="/sb", amplified=True, traces={
         f"set-{n}": tuple(parse_line(line, "/sb", pid) for pid, line in trace) for n, trace in enumerate(traces)})
 
@@ -194,8 +193,8 @@ def test_two_threads_given_the_same_fd_number_in_turn_are_two_reads_whichever_ca
 
 
 def test_a_tool_locking_before_it_reads_is_stopped_at_its_first_read():
+    from clirace.run.stopper import READ_CALLS
     from clirace.scenarios.aim import aim
-    from clirace.stopper import READ_CALLS
     locked_first = [(1, LOCK[0]), (1, OPEN.format(fd=3)), (1, CLOSE.format(fd=3)), *((1, line) for line in WRITE),
                     (1, LOCK[1])]
     met = aim(_traced_round(locked_first, locked_first))
@@ -212,7 +211,7 @@ def _log(tmp_path, per_thread):
 
 
 def test_arrival_counts_the_ends_of_reads_over_every_thread(tmp_path):
-    from clirace.rendezvous import Arrival
+    from clirace.run.rendezvous import Arrival
     arrival = Arrival.of([C], "close", 2)
     one = _log(tmp_path, {11: [OPEN.format(fd=3), CLOSE.format(fd=3), STOPPED], 12: [STOPPED]})
     assert arrival.reached(one) is None  # one read ended: not there yet

@@ -3,8 +3,8 @@ import dataclasses
 import io
 import json
 
+from clirace.cli.pipeline import judge
 from clirace.history import CounterRound, FileOp, History, LockConflict
-from clirace.pipeline import judge
 from clirace.report import render_text, to_json, to_markdown
 from clirace.report.text import console
 

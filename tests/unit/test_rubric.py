@@ -2,8 +2,8 @@
 import pytest
 
 from clirace.checks import REGISTRY
-from clirace.findings import Evidence, Finding, Verdict
-from clirace.rubric import UNDECIDED_HINT, combine, criteria, load_section, rules, score
+from clirace.checks.findings import Evidence, Finding, Verdict
+from clirace.verdict.rubric import UNDECIDED_HINT, combine, criteria, load_section, rules, score
 
 SECTION = load_section("s15")
 ALL_CHECKS = [c for level in SECTION["levels"] for crit in level.get("criteria", []) for c in crit["checks"]]
@@ -134,8 +134,8 @@ def test_the_headline_names_what_stops_the_next_level_and_the_change_that_would_
 def test_a_verdict_cannot_fail_without_evidence_nor_pass_without_the_records_it_read(monkeypatch):
     """Issue 25 item 6: one owner per failure, checked at construction; judge_all reports a check that tries as a
     bug in clirace (undecided, exit 3), never as the verdict it tried to give."""
-    from clirace.findings import VerdictWithoutEvidence
-    from clirace.registry import EXPERIMENTS, Experiment, judge_all
+    from clirace.checks.findings import VerdictWithoutEvidence
+    from clirace.checks.registry import EXPERIMENTS, Experiment, judge_all
 
     from .histories import history
 

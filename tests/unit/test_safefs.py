@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from clirace import safefs
-from clirace.safefs import Refused, Special
+from clirace.run import safefs
+from clirace.run.safefs import Refused, Special
 
 pytestmark = pytest.mark.timeout(10)
 

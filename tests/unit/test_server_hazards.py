@@ -5,10 +5,10 @@ import json
 import pytest
 
 from clirace.checks import lock_structured, s58, server_hazards
+from clirace.checks.lockerror import find_error
 from clirace.history import ClaimRound, CounterRound, ServerOp, SessionRun
-from clirace.lockerror import find_error
-from clirace.services._resp import MONITOR_LINE, monitor_words
-from clirace.services.postgres import _LINE, _records
+from clirace.run.services._resp import MONITOR_LINE, monitor_words
+from clirace.run.services.postgres import _LINE, _records
 
 from .histories import history, inv
 from .test_lock_checks import conflict
@@ -101,7 +101,7 @@ def test_a_read_then_update_under_an_advisory_lock_is_not_a_hazard(lock, unlock)
 
 def test_a_server_locked_tool_is_never_told_it_took_no_lock():
     from clirace.checks import hazards
-    from clirace.observe import parse_line
+    from clirace.run.observe import parse_line
 
     def trace():  # its state is a file; its lock is in the server, which strace does not see
         return tuple(parse_line(line, "/sb", 7) for line in (
@@ -183,7 +183,7 @@ EXAMPLES = {
 
 
 def test_the_server_rendezvous_aims_at_state_read_then_changed_and_never_at_a_lock_key():
-    from clirace.services.meet import server_aim
+    from clirace.run.services.meet import server_aim
     assert server_aim(served_round(*GET_SET)).targets == {"hits"}
     locked_incr = (redis("c0", "GET", "hits"), redis("c1", "SET", "lock", "t", "NX", "PX", "30000"),
                    redis("c1", "INCRBY", "hits", "1"), redis("c1", "GET", "lock"), redis("lua", "del", "lock"))
@@ -192,7 +192,7 @@ def test_the_server_rendezvous_aims_at_state_read_then_changed_and_never_at_a_lo
 
 
 def test_the_proxy_frames_commands_as_the_clients_send_them():
-    from clirace.services.proxy import _pg_frames, _redis_frames
+    from clirace.run.services.proxy import _pg_frames, _redis_frames
     wire = b"*2\r\n$3\r\nGET\r\n$4\r\nhits\r\n*3\r\n$3\r\nSET\r\n$4\r\nhits\r\n$1\r\n1\r\n"
     frame, words, rest = _redis_frames(wire)
     assert words == ("GET", "hits") and frame + rest == wire and _redis_frames(rest)[1] == ("SET", "hits", "1")
@@ -206,7 +206,7 @@ def test_the_proxy_frames_commands_as_the_clients_send_them():
 
 
 def test_advice_never_turns_a_criterion_under_only_into_not_tested():
-    from clirace.pipeline import judge
+    from clirace.cli.pipeline import judge
     h = history(conflict(inv("contender", 4, stdout=json.dumps({"ok": False, "data": None, "error": {
         "code": "LOCK_HELD", "retry_after_ms": 5, "retryable": True, "message": "pid 7, 2 s ago"}}))),
         only=("lock-error-structured",))
@@ -215,11 +215,11 @@ def test_advice_never_turns_a_criterion_under_only_into_not_tested():
 
 
 def test_server_locks_are_decided_in_one_place():
-    """Issue 25 item 10: one server-lock reader (services/ops.py), read by the hazards and the server rendezvous."""
+    """Issue 25 item 10: one server-lock reader (run/services/ops.py), read by the hazards and the server rendezvous."""
     from pathlib import Path
 
-    from clirace.services import ops
-    from clirace.services.meet import server_aim
+    from clirace.run.services import ops
+    from clirace.run.services.meet import server_aim
 
     assert ops.locking_read("SELECT * FROM jobs WHERE id = 1 FOR UPDATE SKIP LOCKED")
     assert ops.locking_read("select n from counters for no key update")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from clirace import services
+from clirace.cli.validate import coverage
 from clirace.errors import SpecError
+from clirace.run import services
 from clirace.spec import load_spec
-from clirace.validate import coverage
 
 pytestmark = pytest.mark.timeout(10)
 SERVERS = Path(__file__).resolve().parents[2] / "fixtures" / "servers"

@@ -1,11 +1,20 @@
 """Session isolation and atomic config checks on literal histories."""
-import json
 import dataclasses
+import json
 
 from clirace.checks import atomic_config, session
-from clirace.history import (ConfigSampled, FileOp, KillPoint, KillPointsFound, NotRun, OutputRun, Sample, SessionRun,
-                             WriterKilled)
-from clirace.vocab import EventKind
+from clirace.history import (
+    ConfigSampled,
+    FileOp,
+    KillPoint,
+    KillPointsFound,
+    NotRun,
+    OutputRun,
+    Sample,
+    SessionRun,
+    WriterKilled,
+)
+from clirace.history.vocab import EventKind
 
 from .histories import event, history, inv
 

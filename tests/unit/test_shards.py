@@ -4,12 +4,11 @@ import dataclasses
 
 import pytest
 
-from clirace import shards
 from clirace.checks._plan import gaps, held_to_plan
+from clirace.checks.findings import PASS, UNKNOWN, Verdict
+from clirace.cli.pipeline import _stages
 from clirace.errors import HistoryError, UsageError
-from clirace.findings import PASS, UNKNOWN, Verdict
-from clirace.history import Alone, Environment, History, KeysRound, Planned, RunOptions
-from clirace.pipeline import _stages
+from clirace.history import Alone, Environment, History, KeysRound, Planned, RunOptions, shards
 
 from .histories import inv
 

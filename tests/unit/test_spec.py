@@ -108,8 +108,8 @@ def test_aliases_within_budget_are_fine(tmp_path):
 
 
 def test_hold_run_is_a_program_of_its_own_and_the_new_take_kinds_load(tmp_path):
+    from clirace.history.vocab import HoldMode, LockKind
     from clirace.spec import OwnCommand
-    from clirace.vocab import HoldMode, LockKind
     base = """version: 1
 tool: {command: ["{python}", "tool.py"]}
 workloads: [{kind: counter, run: ["incr"], read: ["get"]}]

@@ -1,13 +1,13 @@
 """docs/spec-reference.md is generated from the spec's JSON Schema: it fails here when the two differ (regenerate
-with `python -m clirace._spec_reference > docs/spec-reference.md`)."""
-from clirace._spec_reference import render, schema
+with `python -m clirace.spec.reference > docs/spec-reference.md`)."""
+from clirace.spec.reference import render, schema
 
 from ..conftest import ROOT
 
 
 def test_the_checked_in_spec_reference_is_what_the_schema_generates():
     checked_in = (ROOT / "docs" / "spec-reference.md").read_text()
-    assert checked_in == render(schema()), "regenerate: python -m clirace._spec_reference > docs/spec-reference.md"
+    assert checked_in == render(schema()), "regenerate: python -m clirace.spec.reference > docs/spec-reference.md"
 
 
 def test_every_key_of_the_schema_is_in_the_reference():

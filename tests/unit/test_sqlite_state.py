@@ -10,10 +10,10 @@ import sqlite3
 import pytest
 
 from clirace.checks import atomic_config
-from clirace.configfile import TooLarge, Unparseable, lookup, parse
 from clirace.history import KillPoint, WriterKilled
+from clirace.history.vocab import ConfigFormat, EventKind
 from clirace.scenarios import _sqlite
-from clirace.vocab import ConfigFormat, EventKind
+from clirace.spec.configfile import TooLarge, Unparseable, lookup, parse
 
 from .histories import event, inv
 

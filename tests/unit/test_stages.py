@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from clirace.pipeline import _stages
+from clirace.cli.pipeline import _stages
 from clirace.scenarios import SCENARIOS, Context
 
 

@@ -13,10 +13,9 @@ import sys
 
 import pytest
 
-from clirace import observe
 from clirace.checks._observed import summary
-from clirace.observe import written_paths
-from clirace.observe import parse_line
+from clirace.run import observe
+from clirace.run.observe import parse_line, written_paths
 
 pytestmark = pytest.mark.timeout(30)
 

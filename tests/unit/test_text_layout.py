@@ -5,7 +5,7 @@ import sys
 
 import pexpect
 
-from clirace.rubric import load_section
+from clirace.verdict.rubric import load_section
 
 from ..conftest import ROOT, run_clirace
 from .histories import saveable

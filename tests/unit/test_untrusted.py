@@ -5,13 +5,13 @@ import time
 
 import pytest
 
-from clirace import patterns
 from clirace.checks import lock_structured, lock_wait
+from clirace.checks.lockerror import find_error, json_objects
+from clirace.cli.pipeline import judge
 from clirace.history import OUTPUT_CAP, History, LockConflict
-from clirace.lockerror import find_error, json_objects
-from clirace.pipeline import judge
+from clirace.history.vocab import EventKind, HoldMode
 from clirace.report import RENDERERS
-from clirace.vocab import EventKind, HoldMode
+from clirace.spec import patterns
 
 from .histories import event, history, inv, saveable
 from .test_lock_checks import ENVELOPE, waited

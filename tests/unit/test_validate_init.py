@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from clirace._unrun import commands_in
-from clirace.starter import examples, schema_line
+from clirace.cli._unrun import commands_in
+from clirace.spec.starter import examples, schema_line
 
 from ..conftest import FIXTURES, ROOT, run_clirace
 
@@ -41,7 +41,7 @@ def test_validate_for_a_tool_whose_state_is_sqlite_and_whose_lock_wait_is_an_env
 def test_validate_says_a_take_hold_tests_release_through_strace(strace):
     """With lock.hold.take, release on exit is tested by stopping a real contender at its lock call: it needs
     strace, and validate says so either way (it used to say 'will not test' even with strace)."""
-    from clirace.stopper import NotAvailable, require
+    from clirace.run.stopper import NotAvailable, require
     try:
         require()
     except NotAvailable as exc:

@@ -5,7 +5,7 @@ import pytest
 
 from clirace.checks import claim, counter, keys, output
 from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous
-from clirace.vocab import ConfigFormat
+from clirace.history.vocab import ConfigFormat
 
 from .histories import history, inv
 
@@ -218,7 +218,7 @@ def test_summaries_total_every_failed_round_not_the_first_rounds_figure():
 
 
 def test_ini_without_sections_or_with_colons_in_keys_is_read_not_called_torn():
-    from clirace.configfile import Unparseable, lookup, parse
+    from clirace.spec.configfile import Unparseable, lookup, parse
     npmrc = parse("@cliracek0:registry=https://v0.example/\n; comment\n", "ini")
     assert lookup(npmrc, "@cliracek0:registry", "ini") == "https://v0.example/"
     gitconfig = parse("[user]\n\tname = x\n[clirace]\n\tcliracek0 = v0\n", "ini")
@@ -302,7 +302,7 @@ def test_a_key_whose_read_back_never_answered_is_unknown_not_lost():
 
 
 def test_the_result_counts_the_parallel_commands_that_failed_loudly():
-    from clirace.pipeline import judge, loud_failures
+    from clirace.cli.pipeline import judge, loud_failures
 
     mostly_refused = counter_trial(0, 2, [True, False, False, True, False])
     serial = dataclasses.replace(counter_trial(0, 1, [True, False]), serial=True)  # the reference run: not counted

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from clirace import _yaml
+from clirace.spec import _yaml
 
 from ..conftest import ROOT
 

@@ -2,15 +2,15 @@
 
 Contract: `check(history) -> Verdict`, a pure function of the saved history's records (no processes, no
 files, no spec), so a history is judged again by newer checks, and checks are tested on literal histories.
-Which experiment feeds which check, and which criterion and rule codes each serves: registry.py.
+Which experiment feeds which check, and which criterion and rule codes each serves: checks/registry.py.
+
+May import: clirace.errors, clirace.history, clirace.spec, clirace.run (trace readers only).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..findings import Verdict
-from ..history import History
-from . import (
+from clirace.checks import (
                atomic_config,
                claim,
                counter,
@@ -25,6 +25,8 @@ from . import (
                server_hazards,
                session,
 )
+from clirace.checks.findings import Verdict
+from clirace.history import History
 
 Check = Callable[[History], Verdict]
 

@@ -5,7 +5,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from ..findings import (
+from clirace.checks._observed import describe
+from clirace.checks._served import describe as served
+from clirace.checks.findings import (
     FAIL,
     NOT_APPLICABLE,
     NOT_TESTED,
@@ -15,11 +17,9 @@ from ..findings import (
     Finding,
     Verdict,
 )
-from ..history import OUTPUT_CAP, History, Invocation, Rendezvous, Trial, WorkloadRound
-from ..lockerror import succeeded
-from ..vocab import Outcome
-from ._observed import describe
-from ._served import describe as served
+from clirace.checks.lockerror import succeeded
+from clirace.history import OUTPUT_CAP, History, Invocation, Rendezvous, Trial, WorkloadRound
+from clirace.history.vocab import Outcome
 
 R = TypeVar("R", bound=Trial)
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 
-from ..findings import NOT_TESTED, UNKNOWN, Finding, Verdict
-from ..history import History, LockConflict, LockRelease, LockTrial, LockWait, Trial
-from ..lockerror import succeeded
-from ..services.ops import conditional
-from ..timing import describe
-from ..vocab import EventKind
-from ._common import finding, flaky, not_run_verdict, one_line
-from ._effects import Lost, changes_lost, effects_lost
-from .reference import lock_undecided
+from clirace.checks._common import finding, flaky, not_run_verdict, one_line
+from clirace.checks._effects import Lost, changes_lost, effects_lost
+from clirace.checks.findings import NOT_TESTED, UNKNOWN, Finding, Verdict
+from clirace.checks.lockerror import succeeded
+from clirace.checks.reference import lock_undecided
+from clirace.checks.timing import describe
+from clirace.history import History, LockConflict, LockRelease, LockTrial, LockWait, Trial
+from clirace.history.vocab import EventKind
+from clirace.run.services.ops import conditional
 
 NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
 STATES = {"reached": "opened the state the holder was reading", "waiting": "was still running when the holder let go",

@@ -10,9 +10,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .. import locking
-from ..history import FileOp, History, Trial, WorkloadRound
-from ..locking import RENAMES, written_paths
+from clirace.history import FileOp, History, Trial, WorkloadRound
+from clirace.run import locking
+from clirace.run.locking import RENAMES, written_paths
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def summary(ops: tuple[FileOp, ...], within: str, reading: locking.Reading | Non
 
 def mechanisms(ops: tuple[FileOp, ...], reading: locking.Reading | None = None) -> list[str]:
     """The locking mechanisms a trace shows, in words, with the file each one is on (which calls are lock calls:
-    locking.py; a temp file made with O_EXCL, or a failed exclusive create of a marker, is none)."""
+    run/locking.py; a temp file made with O_EXCL, or a failed exclusive create of a marker, is none)."""
     reading = reading or locking.read([ops])
     found = []
     for op in ops:

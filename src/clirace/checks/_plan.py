@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..findings import FAIL, UNKNOWN, Verdict
-from ..history import (
+from clirace.checks.findings import FAIL, UNKNOWN, Verdict
+from clirace.history import (
     Alone,
     ConfigSampled,
     History,
@@ -26,7 +26,7 @@ from ..history import (
     WorkloadRound,
     WriterKilled,
 )
-from ..vocab import Failure
+from clirace.history.vocab import Failure
 
 UNFINISHED = (Failure.INTERRUPTED, Failure.CLIRACE)  # a record these ended is no record of what was planned
 

@@ -6,13 +6,13 @@ import json
 import re
 from collections.abc import Callable
 
-from .. import patterns, placeholders
-from ..configfile import TooLarge, Unparseable, lookup, parse
-from ..findings import Finding
-from ..history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, Trial
-from ..lockerror import find_error
-from ..vocab import Outcome
-from ._common import Undecided, finding, read_back
+from clirace.checks._common import Undecided, finding, read_back
+from clirace.checks.findings import Finding
+from clirace.checks.lockerror import find_error
+from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, Trial
+from clirace.history.vocab import Outcome
+from clirace.spec import patterns, placeholders
+from clirace.spec.configfile import TooLarge, Unparseable, lookup, parse
 
 INTEGER = re.compile(r"-?\d+")
 EMPTY = ("", "[]", "{}", "null")  # what a read prints for a key that is not there

@@ -6,7 +6,7 @@ SREM...) by the same connection is a read-modify-write in the client, unless the
 read and the write ran in MULTI/EXEC (optimistic, refused on conflict), or it all ran in a script (MONITOR
 names a script's own commands `lua`). Atomic commands (INCR, LPOP, SET NX, GETDEL) are not reads here, and a
 lock key (set with NX by any client of the trial) is no state: a GET of it and then its DEL is a release, not a
-claim (services/ops.py reads the locks).
+claim (run/services/ops.py reads the locks).
 PostgreSQL: a SELECT from a table and a later UPDATE (or DELETE) of it by the same backend is one unless both
 ran in one transaction that locked the rows it read (FOR UPDATE / FOR SHARE), checked a version in the
 UPDATE's WHERE, or ran at REPEATABLE READ or SERIALIZABLE (refused on conflict), or the backend held an exclusive
@@ -19,10 +19,21 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..history import ServerOp, Trial
-from ..services.ops import table as table_of
-from ..services.ops import (ADVISORY, ADVISORY_UNLOCK, CHATTER, REDIS_DELETES, REDIS_READS, REDIS_WRITES,
-                           conditional, lock_call, lock_keys, locking_read, redis_keys)
+from clirace.history import ServerOp, Trial
+from clirace.run.services.ops import (
+    ADVISORY,
+    ADVISORY_UNLOCK,
+    CHATTER,
+    REDIS_DELETES,
+    REDIS_READS,
+    REDIS_WRITES,
+    conditional,
+    lock_call,
+    lock_keys,
+    locking_read,
+    redis_keys,
+)
+from clirace.run.services.ops import table as table_of
 
 _TX = re.compile(r"^\s*(begin|commit|rollback|start transaction|end|set|show)\b", re.I)
 _VERSION_CHECK = re.compile(r"\bwhere\b.*\b(version|revision|rev|etag|xmin|updated_at|modified_at)\b\s*=",

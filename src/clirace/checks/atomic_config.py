@@ -7,14 +7,14 @@ import os
 import re
 from typing import Any
 
-from .. import placeholders
-from ..configfile import TooLarge, Unparseable, lookup, parse
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
-from ..history import ConfigSampled, History, KeysRound, KillPoint, KillPointsFound, WriterKilled
-from ..observe import parse_line
-from ..vocab import EventKind
-from ._common import finding, not_run_verdict, records
-from ._observed import summaries
+from clirace.checks._common import finding, not_run_verdict, records
+from clirace.checks._observed import summaries
+from clirace.checks.findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
+from clirace.history import ConfigSampled, History, KeysRound, KillPoint, KillPointsFound, WriterKilled
+from clirace.history.vocab import EventKind
+from clirace.run.observe import parse_line
+from clirace.spec import placeholders
+from clirace.spec.configfile import TooLarge, Unparseable, lookup, parse
 
 ID = "atomic-config-writes"
 # Evidence a pass needs. Readers: this many samples judged, and the config seen to change while they read (two

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..findings import Finding, Verdict
-from ..history import ClaimRound, History
-from ..lockerror import succeeded
-from . import reference
-from ._common import (
+from clirace.checks import reference
+from clirace.checks._common import (
     Undecided,
     finding,
     ok_count,
@@ -16,7 +13,10 @@ from ._common import (
     unknown_count,
     verdict_over_rounds,
 )
-from ._read import claimed_item, remaining
+from clirace.checks._read import claimed_item, remaining
+from clirace.checks.findings import Finding, Verdict
+from clirace.checks.lockerror import succeeded
+from clirace.history import ClaimRound, History
 
 ID = "claim"
 

@@ -2,17 +2,17 @@
 those whose outcome is unknown (killed at their deadline: they may or may not have counted)."""
 from __future__ import annotations
 
-from ..findings import Finding, Verdict
-from ..history import CounterRound, History
-from . import reference
-from ._common import (
+from clirace.checks import reference
+from clirace.checks._common import (
     finding,
     ok_count,
     parallel_rounds,
     unknown_count,
     verdict_over_rounds,
 )
-from ._read import read_counter
+from clirace.checks._read import read_counter
+from clirace.checks.findings import Finding, Verdict
+from clirace.history import CounterRound, History
 
 ID = "counter"
 

@@ -12,20 +12,20 @@ they may fail on another day, with the calls that show it:
   reader or a crash in the middle of the write sees it torn. (A keys workload's config is left to CR603, in
   atomic-config-writes, which also samples and kills its writers.)
 
-What is a lock file and what is state is locking.py's reading, the rendezvous's too: a state file the tool locks
+What is a lock file and what is state is run/locking.py's reading, the rendezvous's too: a state file the tool locks
 through its own fd (lockf on the config, then truncate and write) is state.
 """
 from __future__ import annotations
 
 from collections import Counter
 
-from .. import locking
-from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
-from ..history import FileOp, History, WorkloadRound
-from . import _served
-from ._common import finding, records
-from ..locking import RENAMES, written_paths
-from ..observe import OWN_DIRS, TEMP_DIRS
+from clirace.checks import _served
+from clirace.checks._common import finding, records
+from clirace.checks.findings import NOT_APPLICABLE, PASS, Finding, Verdict
+from clirace.history import FileOp, History, WorkloadRound
+from clirace.run import locking
+from clirace.run.locking import RENAMES, written_paths
+from clirace.run.observe import OWN_DIRS, TEMP_DIRS
 
 ID = "hazards"
 

@@ -4,14 +4,14 @@ existed before the round (the setup's, and those written one at a time just befo
 afterwards, unless the tool drops them when it runs alone (the serial reference run shows which)."""
 from __future__ import annotations
 
-from ..configfile import TooLarge, Unparseable, key_paths, parse
-from ..findings import Finding, Verdict
-from ..history import ConfigSnapshot, History, KeysRound
-from ..lockerror import succeeded
-from ..vocab import ConfigFormat, Outcome
-from . import reference
-from ._common import Undecided, finding, ok_count, parallel_rounds, verdict_over_rounds
-from ._read import found_values, unread
+from clirace.checks import reference
+from clirace.checks._common import Undecided, finding, ok_count, parallel_rounds, verdict_over_rounds
+from clirace.checks._read import found_values, unread
+from clirace.checks.findings import Finding, Verdict
+from clirace.checks.lockerror import succeeded
+from clirace.history import ConfigSnapshot, History, KeysRound
+from clirace.history.vocab import ConfigFormat, Outcome
+from clirace.spec.configfile import TooLarge, Unparseable, key_paths, parse
 
 ID = "keys"
 Path = tuple[str, ...]

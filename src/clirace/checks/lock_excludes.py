@@ -7,13 +7,26 @@ wrote, read back once the holder ended (silent loss: a contender answering a bus
 nothing, or a write another rewrote away)."""
 from __future__ import annotations
 
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
-from ..history import History, LockConflict
-from ..timing import idle
-from ._common import finding, records
-from ._lock import (again, asked, conflict_trial, contender_state, effects_note, holder_gone, lock_trials,
-                    lost_labels, not_excluded, ran_while_held, silent_losses, waited, window)
-from .reference import lock_undecided
+from clirace.checks._common import finding, records
+from clirace.checks._lock import (
+    again,
+    asked,
+    conflict_trial,
+    contender_state,
+    effects_note,
+    holder_gone,
+    lock_trials,
+    lost_labels,
+    not_excluded,
+    ran_while_held,
+    silent_losses,
+    waited,
+    window,
+)
+from clirace.checks.findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Verdict
+from clirace.checks.reference import lock_undecided
+from clirace.checks.timing import idle
+from clirace.history import History, LockConflict
 
 ID = "lock-excludes"
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
-from ..history import History, Invocation, LockConflict, LockRelease, Leftover, Trial
-from ..lockerror import printed_error, succeeded
-from ..vocab import Way
-from ._common import FLAKY, finding, flaky_words, not_run_verdict, records
-from ._lock import NO_LOCK, not_excluded
-from .reference import lock_undecided
+from clirace.checks._common import FLAKY, finding, flaky_words, not_run_verdict, records
+from clirace.checks._lock import NO_LOCK, not_excluded
+from clirace.checks.findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
+from clirace.checks.lockerror import printed_error, succeeded
+from clirace.checks.reference import lock_undecided
+from clirace.history import History, Invocation, Leftover, LockConflict, LockRelease, Trial
+from clirace.history.vocab import Way
 
 ID = "lock-released-on-exit"
 REQUIRED = {Way.NORMAL: "CR301", Way.ERROR: "CR302", Way.SIGINT: "CR303", Way.SIGTERM: "CR304"}

@@ -1,11 +1,21 @@
 """Structured lock error (level 2): a contender fails promptly, non-zero, with LOCK_HELD and retry_after_ms."""
 from __future__ import annotations
 
-from ..findings import FAIL, PASS, UNKNOWN, Verdict
-from ..history import History, LockConflict
-from ..lockerror import advisories, printed_error, succeeded
-from ._common import cut_short, finding, records
-from ._lock import UNHELD_HINT, again, asked, conflict_trial, contender_state, lost_labels, silent_losses, unheld, window
+from clirace.checks._common import cut_short, finding, records
+from clirace.checks._lock import (
+    UNHELD_HINT,
+    again,
+    asked,
+    conflict_trial,
+    contender_state,
+    lost_labels,
+    silent_losses,
+    unheld,
+    window,
+)
+from clirace.checks.findings import FAIL, PASS, UNKNOWN, Verdict
+from clirace.checks.lockerror import advisories, printed_error, succeeded
+from clirace.history import History, LockConflict
 
 ID = "lock-error-structured"
 

@@ -2,13 +2,21 @@
 with the structured LOCK_HELD error, having really waited."""
 from __future__ import annotations
 
-from ..findings import FAIL, PASS, UNKNOWN, Finding, Verdict
-from ..history import History, LockConflict, LockWait
-from ..lockerror import printed_error
-from ..vocab import EventKind
-from ..timing import wait_bounds
-from ._common import cut_short, finding, flaky, not_run_verdict, records
-from ._lock import UNHELD_HINT, conflict_trial, contender_state, holder_gone, lost_labels, silent_losses, unheld
+from clirace.checks._common import cut_short, finding, flaky, not_run_verdict, records
+from clirace.checks._lock import (
+    UNHELD_HINT,
+    conflict_trial,
+    contender_state,
+    holder_gone,
+    lost_labels,
+    silent_losses,
+    unheld,
+)
+from clirace.checks.findings import FAIL, PASS, UNKNOWN, Finding, Verdict
+from clirace.checks.lockerror import printed_error
+from clirace.checks.timing import wait_bounds
+from clirace.history import History, LockConflict, LockWait
+from clirace.history.vocab import EventKind
 
 ID = "lock-wait-timeout"
 

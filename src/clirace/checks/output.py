@@ -3,11 +3,8 @@ run's result. The expected result comes from the serial reference runs (checks/r
 varies between two runs of the same input masked; without them, an output must hold its own input's text."""
 from __future__ import annotations
 
-from ..findings import Finding, Verdict
-from ..history import History, OutputRound, OutputRun, Trial
-from ..lockerror import succeeded
-from . import reference
-from ._common import (
+from clirace.checks import reference
+from clirace.checks._common import (
     Undecided,
     finding,
     ok_count,
@@ -15,6 +12,9 @@ from ._common import (
     parallel_rounds,
     verdict_over_rounds,
 )
+from clirace.checks.findings import Finding, Verdict
+from clirace.checks.lockerror import succeeded
+from clirace.history import History, OutputRound, OutputRun, Trial
 
 ID = "output"
 

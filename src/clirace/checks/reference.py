@@ -16,9 +16,11 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from .. import placeholders
-from ..configfile import Unparseable, parse
-from ..history import (
+from clirace.checks._common import Undecided, ok_count, one_line, unknown_count
+from clirace.checks._effects import effects_lost
+from clirace.checks._read import claimed_item, found_values, read_counter, remaining
+from clirace.checks.lockerror import succeeded
+from clirace.history import (
     Alone,
     ClaimRound,
     CounterRound,
@@ -29,11 +31,9 @@ from ..history import (
     Trial,
     WorkloadRound,
 )
-from ..lockerror import succeeded
-from ..vocab import Failure, Outcome
-from ._common import Undecided, ok_count, one_line, unknown_count
-from ._effects import effects_lost
-from ._read import claimed_item, found_values, read_counter, remaining
+from clirace.history.vocab import Failure, Outcome
+from clirace.spec import placeholders
+from clirace.spec.configfile import Unparseable, parse
 
 RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in parallel (the rest read or set up)
 # Runs clirace did again (Box.run_free): refused by a process an earlier command left running, or kept to its

@@ -8,10 +8,10 @@ beside the envelope advice: a CONCURRENT_MODIFICATION refusal exits 6 (CR950).
 """
 from __future__ import annotations
 
-from ..findings import NOT_APPLICABLE, Finding, Verdict
-from ..history import History, LockConflict, SessionRun
-from ..lockerror import find_error, succeeded
-from ._common import finding
+from clirace.checks._common import finding
+from clirace.checks.findings import NOT_APPLICABLE, Finding, Verdict
+from clirace.checks.lockerror import find_error, succeeded
+from clirace.history import History, LockConflict, SessionRun
 
 ID = "s58-advice"
 DEFAULT_WAIT = (4.0, 6.5)  # seconds around §58's default lock timeout of 5 s

@@ -6,14 +6,14 @@ Redis or PostgreSQL (spec `services`) that opens a race window, whether or not a
   or a version check (CR711);
 - a claim that is a read and then a delete (CR712);
 - and what the file evidence could not see (CR713, info): strace sees files, so the file hazards had no state
-  file to judge; the rounds after the first meet at the server's own rendezvous (services/proxy.py) instead.
+  file to judge; the rounds after the first meet at the server's own rendezvous (run/services/proxy.py) instead.
 """
 from __future__ import annotations
 
-from ..findings import NOT_APPLICABLE, PASS, Finding, Verdict
-from ..history import History, WorkloadRound
-from . import _served
-from ._common import finding, records
+from clirace.checks import _served
+from clirace.checks._common import finding, records
+from clirace.checks.findings import NOT_APPLICABLE, PASS, Finding, Verdict
+from clirace.history import History, WorkloadRound
 
 ID = "server-hazards"
 

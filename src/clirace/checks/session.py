@@ -19,18 +19,18 @@ the session command is that workload's): an output that is another input's resul
 """
 from __future__ import annotations
 
-from collections import defaultdict
 import os
+from collections import defaultdict
 from collections.abc import Iterable
 
-from .. import locking, observe
-from ..findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
-from ..history import History, OutputRun, SessionRun
-from ..observe import written_paths
-from ..vocab import Outcome
-from ._common import Undecided, finding, not_run_verdict, records
-from . import reference
-from .output import output_findings
+from clirace.checks import reference
+from clirace.checks._common import Undecided, finding, not_run_verdict, records
+from clirace.checks.findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
+from clirace.checks.output import output_findings
+from clirace.history import History, OutputRun, SessionRun
+from clirace.history.vocab import Outcome
+from clirace.run import locking, observe
+from clirace.run.observe import written_paths
 
 ID = "session-isolation"
 BATCHES = ("run-", "again-")  # with ids: the first runs, then the same ids again once those have ended

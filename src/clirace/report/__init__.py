@@ -3,17 +3,19 @@
 text (a terminal), json (machines; its JSON Schema ships as result_schema.json), markdown (a pull request or
 step summary), github (workflow-command annotations), junit (CI test results), sarif (code scanning).
 Everything that came from the target is untrusted: each renderer shows it through `_safe`.
+
+May import: everything below it: errors, history, spec, checks, verdict; never run, scenarios or cli.
 """
 from __future__ import annotations
 
 import io
 
-from .github import to_github
-from .jsonout import to_json
-from .junit import to_junit
-from .markdown import to_markdown
-from .sarif import to_sarif
-from .text import console, render_text
+from clirace.report.github import to_github
+from clirace.report.jsonout import to_json
+from clirace.report.junit import to_junit
+from clirace.report.markdown import to_markdown
+from clirace.report.sarif import to_sarif
+from clirace.report.text import console, render_text
 
 
 def to_text(items) -> str:
@@ -28,7 +30,7 @@ def render_all(items, out, everything=None) -> None:
     """Each item in turn, after the overall gate line when `everything` (default: the items) is several specs."""
     from rich.text import Text
 
-    from .. import gate
+    from clirace.verdict import gate
     items = items if isinstance(items, list) else [items]
     overall = gate.overall(everything if everything is not None else items)
     if overall is not None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import CliraceError
-from ._locate import Place, display_path
+from clirace.errors import CliraceError
+from clirace.report._locate import Place, display_path
 
 
 @dataclass

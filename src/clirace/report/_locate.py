@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._paths import shown_path
+from clirace.spec._paths import shown_path
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ LAST_RESORT = (("tool", "command"), ("tool",))
 def _workload(trial: str, data: dict) -> tuple:
     """("workloads", index) of the workload a finding's trial names ("counter: counter#1 (round 2)", or the
     workload's own `name`), or () when the trial is no workload's."""
-    from ..vocab import WorkloadKind
+    from clirace.history.vocab import WorkloadKind
 
     kind, _, rest = trial.partition(": ")
     if kind not in {k.value for k in WorkloadKind}:
@@ -59,8 +59,8 @@ def _workload(trial: str, data: dict) -> tuple:
 
 
 def _section(check: str, data: dict, code: str = "", trial: str = "") -> tuple:
-    from ..registry import SCENARIO_OF
-    from ..vocab import WorkloadKind
+    from clirace.checks.registry import SCENARIO_OF
+    from clirace.history.vocab import WorkloadKind
 
     workloads = data.get("workloads") or []
 
@@ -96,7 +96,7 @@ class Locator:
         self.path = display_path(spec_path)
         self.located = None
         try:
-            from .._yaml import load_located
+            from clirace.spec._yaml import load_located
             self.located = load_located(Path(spec_path))
         except Exception:  # noqa: BLE001 - a missing or broken spec only costs the precise line
             self.located = None

@@ -68,7 +68,7 @@ def replay(result, command: str) -> str:
     absolute outside it), nothing shortened (a `{spec_dir}` or a quoted `~` would not run), controls escaped."""
     import shlex
 
-    from ._locate import display_path
+    from clirace.report._locate import display_path
     if result.spec_path:
         command = command.replace(shlex.quote(result.spec_path), shlex.quote(display_path(result.spec_path)))
     return escape_controls(" ".join(command.split()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ._safe import clean
+from clirace.report._safe import clean
 
 
 def lines(comparison) -> list[tuple[str, str, str]]:
@@ -43,14 +43,14 @@ def to_text(comparison) -> str:
 
 
 def to_markdown(comparison) -> str:
-    from .markdown import comparison_block
+    from clirace.report.markdown import comparison_block
     icon = "❌ regression" if comparison.regressions() else "✅ no regression"
     return "\n".join([f"## clirace diff: {icon}", "", *comparison_block(comparison)]) + "\n"
 
 
 def to_github(comparison) -> str:
     """The verdict first (an ::error on a regression, else a ::notice), then an ::error per regression."""
-    from .github import _annotation, comparison_lines
+    from clirace.report.github import _annotation, comparison_lines
     first = _annotation("error" if comparison.regressions() else "notice", clean(summary(comparison)),
                         title="clirace diff")
     return "\n".join([first, *comparison_lines(comparison)[:-1]]) + "\n"  # (its last line is the summary again)

@@ -6,11 +6,11 @@ line), so nothing it printed can start a workflow command of its own.
 """
 from __future__ import annotations
 
-from .. import gate
-from ._failed import Failed
-from ._group import more_text
-from ._locate import display_path, located_findings
-from ._safe import clean, replay, spec_dir_of
+from clirace.report._failed import Failed
+from clirace.report._group import more_text
+from clirace.report._locate import display_path, located_findings
+from clirace.report._safe import clean, replay, spec_dir_of
+from clirace.verdict import gate
 
 LEVEL = {"corruption": "error", "error": "error"}  # advisory and info: notice
 
@@ -70,7 +70,7 @@ def _one(result) -> str:
 
 def comparison_lines(comparison, spec: str = "") -> list[str]:
     """An ::error per regression, then one ::notice that sums the comparison up."""
-    from .compare import summary
+    from clirace.report.compare import summary
     lines = [_annotation("error", clean(change.said()), file=spec,
                          title="clirace regression") for change in comparison.changes if change.regression]
     lines.append(_annotation("notice", clean(summary(comparison)), title="clirace baseline"))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from .. import __version__, gate
-from ..rubric import UNKNOWN, load_section
-from ._failed import Failed
-from ._locate import display_path
-from ._safe import replay, status_value
+from clirace import __version__
+from clirace.report._failed import Failed
+from clirace.report._locate import display_path
+from clirace.report._safe import replay, status_value
+from clirace.verdict import gate
+from clirace.verdict.rubric import UNKNOWN, load_section
 
 PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "unknown": "not_tested"}
 

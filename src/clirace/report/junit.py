@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
-from .. import gate
-from ._failed import Failed
-from ._locate import display_path
-from ._safe import clean, replay, spec_dir_of, status_value
+from clirace.report._failed import Failed
+from clirace.report._locate import display_path
+from clirace.report._safe import clean, replay, spec_dir_of, status_value
+from clirace.verdict import gate
 
 
 def _finding_text(result, finding, spec_dir: str) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
-from .. import gate
-from ..rubric import load_section
-from ._failed import Failed
-from ._group import grouped, more_text, shown_invocations
-from ._safe import clean, clip, escape_controls, replay, spec_dir_of, status_value
+from clirace.report._failed import Failed
+from clirace.report._group import grouped, more_text, shown_invocations
+from clirace.report._safe import clean, clip, escape_controls, replay, spec_dir_of, status_value
+from clirace.verdict import gate
+from clirace.verdict.rubric import load_section
 
 LIMIT = 65_536  # GitHub's limit on a comment or a step summary, in characters
 CELL = 600  # characters of one table cell's evidence
@@ -179,7 +179,7 @@ def _one(result, limit: int) -> str:
 
 
 def comparison_block(comparison) -> list[str]:
-    from .compare import lines
+    from clirace.report.compare import lines
     out = [f"### Compared with the baseline {code(comparison.old.source)}", ""]
     for status, subject, detail in lines(comparison):
         out.append(f"- **{status}** {plain_or_code(subject) + ' ' if subject else ''}{plain_or_code(detail)}")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__
-from .. import gate
-from ..explain import as_markdown, explanation
-from ..rubric import rules
-from ._failed import Failed
-from ._locate import located_findings
-from ._safe import clean, replay, spec_dir_of
+from clirace import __version__
+from clirace.report._failed import Failed
+from clirace.report._locate import located_findings
+from clirace.report._safe import clean, replay, spec_dir_of
+from clirace.report.explain import as_markdown, explanation
+from clirace.verdict import gate
+from clirace.verdict.rubric import rules
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"corruption": "error", "error": "error", "advisory": "note", "info": "note"}

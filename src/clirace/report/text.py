@@ -17,12 +17,12 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from .. import gate
-from ..rubric import load_section
-from ._failed import Failed
-from ._group import grouped, more_text, shown_invocations
-from ._locate import display_path
-from ._safe import clean, replay, spec_dir_of, status_value
+from clirace.report._failed import Failed
+from clirace.report._group import grouped, more_text, shown_invocations
+from clirace.report._locate import display_path
+from clirace.report._safe import clean, replay, spec_dir_of, status_value
+from clirace.verdict import gate
+from clirace.verdict.rubric import load_section
 
 STYLE = {"pass": "green", "fail": "bold red", "not_tested": "yellow", "unknown": "magenta", "not_applicable": "dim"}
 WORD = {"pass": "pass", "fail": "FAIL", "not_tested": "not tested", "unknown": "indeterminate",
@@ -199,7 +199,7 @@ def _criteria(result, out: Console, safe) -> None:
 
 
 def _comparison(comparison, out: Console, safe) -> None:
-    from .compare import lines
+    from clirace.report.compare import lines
     out.print(Text(f"Compared with {safe(comparison.old.source)}", style="bold"))
     for status, subject, detail in lines(comparison):
         out.print(_indented(Text.assemble((f"{status:9} ", COMPARE_STYLE.get(status, "")),

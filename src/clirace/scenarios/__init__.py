@@ -1,13 +1,15 @@
 """Stages 2-4, plan and launch: each scenario runs its experiments in fresh sandboxes and adds their records
-to the history (history.py). A scenario that the spec gives no way to run adds a NotRun record saying why;
+to the history (history/__init__.py). A scenario that the spec gives no way to run adds a NotRun record saying why;
 the checks then say "not tested". Scenarios record what happened and never judge it.
+
+May import: clirace.errors, clirace.history, clirace.spec, clirace.run, clirace.checks.registry (the plan).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import atomic, lock, reference, session, workloads
-from ._box import Context
+from clirace.scenarios import atomic, lock, reference, session, workloads
+from clirace.scenarios._box import Context
 
 # Order is the order of the run: cheap, decisive experiments first.
 SCENARIOS: dict[str, Callable[[Context], None]] = {

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import observe, placeholders, safefs
-from ..plan import lock_commands_alone, workloads_for
-from ..history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
-from ..launch import Launcher, Running
-from ..sandbox import Sandbox, end_adopted
-from ..spec import OwnCommand, Spec, Workload
-from ..vocab import EventKind, Failure, Outcome
-from . import outlived
+from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
+from clirace.history.vocab import EventKind, Failure, Outcome
+from clirace.run import observe, safefs
+from clirace.run.launch import Launcher, Running
+from clirace.run.sandbox import Sandbox, end_adopted
+from clirace.scenarios import outlived
+from clirace.scenarios.plan import lock_commands_alone, workloads_for
+from clirace.spec import OwnCommand, Spec, Workload, placeholders
 
 HALT_WAIT = 10.0  # how long an interrupted run waits for the experiments beside it to stop (each at its next step)
 
@@ -196,7 +196,7 @@ class Context:
         """The trial's own servers (spec `services`), or why they could not start."""
         if self.services is None:
             return None, ""
-        from ..services import ServiceFailed
+        from clirace.run.services import ServiceFailed
         try:
             return self.services.for_trial(sandbox.private, sandbox.marker), ""
         except ServiceFailed as exc:

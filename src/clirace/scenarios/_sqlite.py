@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from .. import safefs
+from clirace.run import safefs
 
 SIDE_FILES = ("", "-journal", "-wal")  # the database, and what SQLite replays or rolls back when it opens it
 LIVE_TIMEOUT = 0.05  # seconds a sampling reader waits for a writer's lock before giving up on that sample

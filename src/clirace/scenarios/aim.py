@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import locking
-from ..history import FileOp, WorkloadRound
-from ..observe import OWN_DIRS, RENAMES, TEMP_DIRS
-from ..rendezvous import CLOSE_CALLS
-from ..stopper import READ_CALLS
+from clirace.history import FileOp, WorkloadRound
+from clirace.run import locking
+from clirace.run.observe import OWN_DIRS, RENAMES, TEMP_DIRS
+from clirace.run.rendezvous import CLOSE_CALLS
+from clirace.run.stopper import READ_CALLS
 
 _OPENS = ("open", "openat", "openat2")
 

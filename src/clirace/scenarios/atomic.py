@@ -19,13 +19,13 @@ import threading
 import time
 from pathlib import Path
 
-from .. import observe, stopper
-from ..history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
-from ..spec import Workload
-from ..vocab import ConfigFormat, EventKind, WorkloadKind
-from . import _sqlite
-from ._box import Box, Context, TrialFailed
-from .workloads import CONFIG_CAP, read_config, read_text
+from clirace.history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
+from clirace.history.vocab import ConfigFormat, EventKind, WorkloadKind
+from clirace.run import observe, stopper
+from clirace.scenarios import _sqlite
+from clirace.scenarios._box import Box, Context, TrialFailed
+from clirace.scenarios.workloads import CONFIG_CAP, read_config, read_text
+from clirace.spec import Workload
 
 MAX_KILL_POINTS = 8
 KILL_CALLS = f"{observe.WRITE_CALLS},fsync,fdatasync,{observe.RENAME_CALLS}"

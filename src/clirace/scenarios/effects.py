@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import placeholders
-from ..spec import Workload, words
-from ..vocab import Outcome
-from ._box import Box
-from .workloads import snapshot
+from clirace.history.vocab import Outcome
+from clirace.scenarios._box import Box
+from clirace.scenarios.workloads import snapshot
+from clirace.spec import Workload, placeholders, words
 
 FIELDS = ("{key}", "{value}")
 

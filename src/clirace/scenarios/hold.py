@@ -25,15 +25,16 @@ import stat
 import time
 from pathlib import Path
 
-from .. import patterns, procfs, safefs, stopper, timing
-from ..services import ServerError
-from ..history import Invocation
-from ..launch import Running
-from ..spec import Hold as HoldSpec
-from ..spec import OwnCommand
-from ..vocab import EventKind, HoldMode, LockKind, ReadyKind
-from . import effects
-from ._box import Box, TrialFailed
+from clirace.checks import timing
+from clirace.history import Invocation
+from clirace.history.vocab import EventKind, HoldMode, LockKind, ReadyKind
+from clirace.run import procfs, safefs, stopper
+from clirace.run.launch import Running
+from clirace.run.services import ServerError
+from clirace.scenarios import effects
+from clirace.scenarios._box import Box, TrialFailed
+from clirace.spec import Hold as HoldSpec
+from clirace.spec import OwnCommand, patterns
 
 POLL = 0.005
 STATE_CAP = 16 << 20  # the largest state file clirace parks a holder on (it feeds it back through the pipe)

@@ -14,13 +14,14 @@ import re
 import signal
 import time
 
-from .. import procfs, timing
-from ..history import LockConflict, LockRelease, LockWait
-from ..launch import Running
-from ..vocab import CONFLICT_CODES, EventKind, HoldMode, Way
-from . import effects
-from ._box import Box, Context
-from .hold import POLL, Holder, holder, stop_hold_usable
+from clirace.checks import timing
+from clirace.history import LockConflict, LockRelease, LockWait
+from clirace.history.vocab import CONFLICT_CODES, EventKind, HoldMode, Way
+from clirace.run import procfs
+from clirace.run.launch import Running
+from clirace.scenarios import effects
+from clirace.scenarios._box import Box, Context
+from clirace.scenarios.hold import POLL, Holder, holder, stop_hold_usable
 
 SIGNAL_WAIT = 5.0  # how long a holder may take to exit after SIGINT/SIGTERM
 RETRIES = 3  # "within a few tries" of obeying the hint

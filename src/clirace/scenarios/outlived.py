@@ -1,7 +1,7 @@
 """Processes a trial's finished invocations left running, and the locks they hold.
 
 An invocation has finished once it exited and its output closed; what stays in its process group is ended then
-(launch.py). A process that left the group (a daemon's setsid and double fork) lives on, and keeps every lock
+(run/launch.py). A process that left the group (a daemon's setsid and double fork) lives on, and keeps every lock
 it inherited: a flock taken through an fd it still has open, an fcntl lock it took itself. A tool whose command
 leaves such a process holding its lock refuses its own next command: "the lock outlives the command".
 
@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from .. import procfs, timing
-from ..history import Invocation, Leftover
-from ..launch import INVOCATION_MARKER, Running
+from clirace.checks import timing
+from clirace.history import Invocation, Leftover
+from clirace.run import procfs
+from clirace.run.launch import INVOCATION_MARKER, Running
 
 LEFTOVER_WAIT = 1.0  # how long a leftover that is still working is given to end by itself (an idle one is ended)
 GONE_WAIT = 2.0  # how long an ended leftover may take to be gone

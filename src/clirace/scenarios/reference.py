@@ -13,12 +13,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..history import Alone, OutputRound
-from ..spec import Workload
-from ..vocab import WorkloadKind
-from . import effects
-from ._box import Context, shared_between_sandboxes
-from .workloads import RUNNERS, Serial
+from clirace.history import Alone, OutputRound
+from clirace.history.vocab import WorkloadKind
+from clirace.scenarios import effects
+from clirace.scenarios._box import Context, shared_between_sandboxes
+from clirace.scenarios.workloads import RUNNERS, Serial
+from clirace.spec import Workload
 
 SERIAL_RUNS = 3  # increments, keys and claims run one at a time: enough to show that they add up
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import observe
-from ..history import SessionRun
-from ._box import Context
-from .workloads import DELAY_MS, run_outputs
+from clirace.history import SessionRun
+from clirace.run import observe
+from clirace.scenarios._box import Context
+from clirace.scenarios.workloads import DELAY_MS, run_outputs
 
 
 def run(ctx: Context) -> None:

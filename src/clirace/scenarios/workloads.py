@@ -14,19 +14,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import observe, safefs, shards
-from ..history import (ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun, Rendezvous,
-                       WorkloadRound)
-from ..locking import CALLS as LOCK_CALLS
-from ..rendezvous import OVERALL, Arrival, commit_point_prefix
-from ..rendezvous import Rendezvous as RendezvousRun
-from ..stopper import NotAvailable, require
-from ..spec import Workload
-from ..vocab import ConfigFormat, Outcome, WorkloadKind
-from . import _sqlite
-from ._box import Box, Context, TrialFailed
-from ..services.meet import ServerAim, ServerRendezvous, server_aim
-from .aim import Aim, aim
+from clirace.history import (
+    ClaimRound,
+    ConfigSnapshot,
+    CounterRound,
+    KeysRound,
+    OutputRound,
+    OutputRun,
+    Rendezvous,
+    WorkloadRound,
+    shards,
+)
+from clirace.history.vocab import ConfigFormat, Outcome, WorkloadKind
+from clirace.run import observe, safefs
+from clirace.run.locking import CALLS as LOCK_CALLS
+from clirace.run.rendezvous import OVERALL, Arrival, commit_point_prefix
+from clirace.run.rendezvous import Rendezvous as RendezvousRun
+from clirace.run.services.meet import ServerAim, ServerRendezvous, server_aim
+from clirace.run.stopper import NotAvailable, require
+from clirace.scenarios import _sqlite
+from clirace.scenarios._box import Box, Context, TrialFailed
+from clirace.scenarios.aim import Aim, aim
+from clirace.spec import Workload
 
 DELAY_MS = (2, 20)  # range of injected delays; wide enough to overlap python start-up spread on 2 cores
 READ_CAP = 256 * 1024  # bytes of a target-written output kept in the history
@@ -150,7 +159,7 @@ class Parallel:
 
     def _meet_at_server(self, jobs: list[Any]) -> None:
         """The rendezvous for state in a server: the invocations reach it through a proxy that holds each one
-        just after its first read of the state (services/proxy.py, meet.py); they go on one at a time."""
+        just after its first read of the state (run/services/proxy.py, meet.py); they go on one at a time."""
         assert self.at_server is not None
         box = self.box
         proxy, via = box.served.proxied(self.at_server)

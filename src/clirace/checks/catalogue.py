@@ -1,0 +1,42 @@
+"""The rubric's data files (rubric/*.yaml, lock_held.schema.json), loaded once.
+
+Findings, the lock-error reader and the scorer all read these; none of them imports another for it.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def rubric_dir() -> Path:
+    shipped = resources.files("clirace").joinpath("_rubric")
+    if shipped.is_dir():
+        return Path(str(shipped))
+    return Path(__file__).resolve().parents[3] / "rubric"  # a source checkout or editable install
+
+
+@lru_cache(maxsize=None)
+def load_section(name: str = "s15") -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((rubric_dir() / f"{name}.yaml").read_text())
+    return data
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict[str, dict[str, Any]]:
+    data: dict[str, dict[str, Any]] = yaml.safe_load((rubric_dir() / "rules.yaml").read_text())
+    return data
+
+
+def rule(code: str) -> dict[str, Any]:
+    return rules()[code]
+
+
+@lru_cache(maxsize=1)
+def lock_held_schema() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((rubric_dir() / "lock_held.schema.json").read_text())
+    return data

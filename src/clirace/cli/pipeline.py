@@ -1,0 +1,313 @@
+"""The whole run, top to bottom: spec -> plan -> launch -> history -> checks -> findings -> score -> report.
+
+`run()` launches the target and returns a Result; `judge()` does the second half on any history, so a
+saved history is re-judged without launching anything.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clirace import __version__
+from clirace.checks import reference, registry
+from clirace.checks._observed import observed_lines
+from clirace.checks._plan import gaps
+from clirace.checks.findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
+from clirace.cli.options import Options  # noqa: F401 - re-exported: the options of a run
+from clirace.cli.validate import coverage
+from clirace.errors import InternalError, SpecError
+from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
+from clirace.history.vocab import Failure, Outcome
+from clirace.run import observe, services
+from clirace.run.cleanup import isolation
+from clirace.run.launch import allow_width
+from clirace.run.sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
+from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
+from clirace.scenarios._box import shared_between_sandboxes
+from clirace.scenarios.plan import plan
+from clirace.spec import Spec
+from clirace.verdict.rubric import Criterion, Score, criteria, load_section, score
+
+
+@dataclass
+class Result:
+    spec_path: str
+    seed: int
+    score: Score
+    criteria: list[Criterion]
+    verdicts: dict[str, Verdict]
+    history: History
+    seconds: float = 0.0
+    interrupted: bool = False
+    kept: str | None = None
+    notes: list[str] = field(default_factory=list)
+    observed_lines: list[str] = field(default_factory=list)
+    gate: Any = None  # gate.Gate, once a command evaluated it with the user's options (reports show it)
+    comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
+    unfinished: list[str] = field(default_factory=list)  # planned experiments without all their records, and why
+
+    def clirace_failed(self) -> dict[str, str]:
+        """check -> what it raised, for each check that itself failed: a bug in clirace, so the run exits 3 once
+        the report of what the other checks decided is out (an exception in a config reader included)."""
+        return {check: v.clirace_failed for check, v in self.verdicts.items() if v.clirace_failed}
+
+    def replay(self, check: str | None = None) -> str:
+        """The command that runs this check again with every choice the same (seed and options)."""
+        opts = self.history.options
+        parts = ["clirace", "check", shlex.quote(self.spec_path), "--seed", str(self.seed)]
+        if opts.rounds is not None:
+            parts += ["--rounds", str(opts.rounds)]
+        if opts.parallel is not None:
+            parts += ["--parallel", str(opts.parallel)]
+        if opts.budget is not None:
+            parts += ["--budget", f"{opts.budget:g}"]
+        if not opts.strace:
+            parts.append("--no-strace")
+        if opts.allow_outside_sandbox:
+            parts.append("--allow-outside-sandbox")
+        if opts.shard:
+            parts += ["--shard", opts.shard]
+        for name in (check,) if check else opts.only:
+            parts += ["--only", name]
+        return " ".join(parts)
+
+    def observed(self) -> list[str]:
+        """How the tool was seen to lock and write, from every traced round (empty without strace)."""
+        return self.observed_lines
+
+    def missing_evidence(self) -> list[dict[str, str]]:
+        """The criteria the score stops at for want of evidence (not tested or undecided, not failed): which,
+        why, and the spec change that decides each. Reports lead with these, so a score never rests silently
+        on evidence that was not gathered."""
+        return [{"criterion": c.id, "status": "undecided" if c.status == UNKNOWN else "not tested",
+                 "why": c.evidence, "to_decide": c.to_test}
+                for c in self.score.blocked_by if c.status != FAIL]
+
+    def findings(self) -> list[Finding]:
+        return [f for v in self.verdicts.values() for f in v.findings]
+
+
+def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = None,
+        on_history: Callable[[History], Any] | None = None) -> Result:
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
+    rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
+    allow_width(parallel)
+    never_waits = spec.lock is not None and spec.lock.never_waits
+    wanted = registry.scenarios_for(options.only, never_waits) if options.only else set(SCENARIOS)
+    history = History(
+        spec_path=str(spec.path),
+        options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
+                           only=options.only,
+                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox,
+                           confidence=options.confidence, rate=options.rate, shard=shards.label(options.shard)),
+        environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
+                                parallel=parallel, **_fingerprints(spec)),
+        plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
+    if on_history:
+        on_history(history)  # lets an interrupted run still report what it saw
+    services.require(spec, [c.criterion for c in coverage(spec, (usable, why), servers=False) if c.testable])
+    step = [""]  # the last progress line: where an interrupt landed
+
+    def say(text: str) -> None:
+        step[0] = text
+        if progress:
+            progress(text)
+
+    started = time.monotonic()
+    try:
+        _launch(spec, options, history, Context(spec, seed, Path(), rounds=rounds, parallel=parallel,
+                                                budget=options.budget, keep=options.keep, strace=usable,
+                                                strace_note=why, progress=say, only=options.only,
+                                                trials=history.trials, shard=options.shard), wanted)
+    except BaseException as exc:
+        history.stopped = _stopped_by(exc, step[0])
+        raise
+    result = judge(history)
+    result.seconds = time.monotonic() - started
+    result.kept = history.kept
+    return result
+
+
+def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted: set[str]) -> None:
+    """Stages 3-4: every wanted scenario, in order, its records added to `history` as each trial ends."""
+    sigint_before = _children_get_default_sigint()
+    for note in sweep_leftovers()["left"]:  # what an earlier clirace, killed, left running or on disk
+        print(f"clirace: start-up sweep: {note}", file=sys.stderr)
+    workdir = ctx.workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
+    how, note = isolation(workdir)
+    history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)
+    try:
+        ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
+        if ctx.services is not None:
+            ctx.services.fill_template(workdir)
+        for stage in _stages(wanted, ctx.shard):
+            stage_started = time.monotonic()
+            shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
+            if shared:
+                ctx.say(f"{', '.join(stage)}: one after another ({shared})")
+            if len(stage) == 1 or shared:
+                for name in stage:
+                    _guarded(name)(ctx)
+            else:
+                ctx.side_by_side(*map(_guarded, stage))
+            history.environment.stage_seconds["+".join(stage)] = round(time.monotonic() - stage_started, 3)
+            if stage == (registry.REFERENCE,):
+                _refuse_a_spec_the_tool_does_not_fit(spec, history)
+    finally:
+        services.stop(ctx.services)
+        # whatever a trial left running, even when its own cleanup was cut short; then the run's folders
+        not_removed = ctx.not_removed + end_run(workdir, keep=options.keep)
+        end_adopted()
+        if sigint_before is not None:
+            signal.signal(signal.SIGINT, sigint_before)
+        if options.keep:
+            history.kept = str(workdir)  # where they are, also when the run is interrupted
+        history.not_removed = tuple(dict.fromkeys(not_removed))
+
+
+def _stages(wanted: set[str], shard: tuple[int, int] | None = None) -> list[tuple[str, ...]]:
+    """The wanted scenarios in run order, those of SIDE_BY_SIDE that follow each other grouped to run at once.
+    With --shard K/N: the reference and the workloads' stages in every shard (the oracle, and the rounds each
+    shard divides among its own), every N-th of the others."""
+    stages: list[tuple[str, ...]] = []
+    for name in (n for n in SCENARIOS if n in wanted):
+        if stages and name in SIDE_BY_SIDE and stages[-1][-1] in SIDE_BY_SIDE:
+            stages[-1] += (name,)
+        else:
+            stages.append((name,))
+    everywhere = [s for s in stages if s in ((registry.REFERENCE,), ("workloads",))]
+    shared_out = [s for s in stages if s not in everywhere]
+    return [s for s in stages if s in everywhere or shards.owns(shard, shared_out.index(s))]
+
+
+def _fingerprints(spec: Spec) -> dict[str, str]:
+    spec_sha256, tool_sha256 = shards.fingerprints(Path(spec.path), tuple(spec.command), spec.spec_dir,
+                                                   spec.env.get("PATH"))
+    return {"spec_sha256": spec_sha256, "tool_sha256": tool_sha256}
+
+
+def _stopped_by(exc: BaseException, step: str) -> str:
+    """Why the run ended before its plan was done, for the history (and so for every later judgement of it)."""
+    how = {"KeyboardInterrupt": "interrupted (Ctrl-C)", "Terminated": "terminated (SIGTERM)"}.get(
+        type(exc).__name__, f"stopped by {'an error' if isinstance(exc, Exception) else type(exc).__name__}")
+    return f"{how} during {step!r}" if step else how
+
+
+def _lock_shared_by_sandboxes(history: History) -> str | None:
+    """Why the lock experiments must not run side by side, or None. Side by side, each has its own sandbox; a
+    tool that locks or writes a file outside it (a hard-coded /tmp/tool.lock) shares it between them, and one
+    experiment's holder would then refuse another's contender. Only a trace (of a workload round, or of a lock
+    command's reference run) can show where the tool locks: without one, they run one after another."""
+    traced = [t for t in history.trials if isinstance(t, (WorkloadRound, Alone)) and t.traces and not t.error]
+    if not traced:
+        return "no traced round shows where the tool locks"
+    shared = shared_between_sandboxes(traced)
+    return f"the tool locks or writes {shared[0]}, outside its sandbox" if shared else None
+
+
+def _guarded(name: str) -> Callable[[Context], None]:
+    """The scenario, with a failure outside any trial (each trial guards itself) recorded as an undecided NotRun:
+    that experiment cannot decide, and the others still run."""
+    def scenario(ctx: Context) -> None:
+        try:
+            SCENARIOS[name](ctx)
+        except Exception as exc:  # noqa: BLE001
+            ctx.trials.append(NotRun(name=name, experiment=name, failed_by=Failure.CLIRACE, error=(
+                f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
+                "bug in clirace, please report it")))
+    return scenario
+
+
+def _refuse_a_spec_the_tool_does_not_fit(spec: Spec, history: History) -> None:
+    """A workload whose invariant fails when its commands run alone is a spec error, not a finding: say so
+    before anything runs in parallel (exit 2). clirace's own failure in a reference run is no spec error: it is
+    a bug, reported as one (exit 3, naming the trial). The tool's failure alone leaves its workload undecided."""
+    found = reference.problems(history)
+    ours = next((p for p in found if p.failure is Failure.CLIRACE), None)
+    failed = history.not_run(registry.REFERENCE)
+    if ours is not None or (failed is not None and failed.error):
+        where = f"in the reference run {ours.trial} ({ours.workload})" if ours else "in the reference runs"
+        said = ours.message if ours else failed.error  # type: ignore[union-attr]
+        raise InternalError(f"clirace failed {where}, before any parallel round: {said}")
+    wrong = [p for p in found if p.spec]
+    if wrong:
+        said = "; ".join(f"{p.workload}: {p.message}" for p in wrong)
+        raise SpecError(f"the spec does not fit the tool: run alone, before any parallel round, {said}.",
+                        where=str(spec.path),
+                        hint="Fix the workload's commands, key or regex so that they do what the spec says when "
+                             "nothing else runs (try them by hand in a fresh HOME).")
+
+
+def _children_get_default_sigint() -> Any:
+    """When clirace runs with SIGINT ignored (a background job, nohup), its children would inherit that, and
+    a target would then survive the Ctrl-C of the lock-release test (Python does not even install its
+    KeyboardInterrupt handler). A do-nothing handler keeps clirace ignoring SIGINT while every exec'd child
+    starts with the default action, as it would from a terminal.
+    Returns the disposition to restore afterwards, or None when nothing was changed."""
+    try:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, lambda signum, frame: None)
+            return signal.SIG_IGN
+    except ValueError:  # not the main thread: signal dispositions cannot be changed from here
+        pass
+    return None
+
+
+def loud_failures(history: History) -> str | None:
+    """How many of the workloads' parallel commands failed loudly (a non-zero exit): the checks judge the state
+    those that exited 0 left, so a round where most failed is said, not hidden behind a pass."""
+    rounds = [t for t in history.trials if isinstance(t, WorkloadRound) and not t.serial and not t.error]
+    runs = [(t, inv) for t in rounds for inv in t.invocations
+            if inv.label.split("-")[0] in reference.RUN_LABELS and not inv.label.startswith(reference.AGAIN)]
+    loud = [(t, inv) for t, inv in runs if inv.outcome is Outcome.FAIL]
+    if not loud:
+        return None
+    trial, first = loud[0]
+    printed = first.printed(100).replace(trial.sandbox, "{sandbox}") if trial.sandbox else first.printed(100)
+    return (f"{len(loud)} of {len(runs)} parallel commands failed loudly (e.g. {first.label}: {first.ending()}; "
+            f"{printed}); the workload checks judge what those that exited 0 left.")
+
+
+def judge(history: History) -> Result:
+    """Checks, score and notes from a history alone (a fresh one, or one saved by `--history`)."""
+    only = history.options.only
+    verdicts = registry.judge_all(history)
+    for check_id in verdicts:
+        if only and check_id not in only and check_id not in registry.ADVICE_ONLY:  # it did not run: say so, rather
+            # than "not exercised by this spec" (a check that only advises never decides a criterion either way)
+            verdicts[check_id] = Verdict(check_id, NOT_TESTED, "not run (--only)",
+                                         hint="Run without --only to test it.")
+    section = load_section("s15")
+    crits = criteria(section, verdicts)
+    result = Result(history.spec_path, history.options.seed, score(section, crits), crits, verdicts, history,
+                    observed_lines=observed_lines(history))
+    for verdict in verdicts.values():
+        for f in verdict.findings:
+            f.evidence.replay = result.replay(registry.replayed_by(verdict.check, f.evidence.trial))
+    if not history.environment.strace:
+        result.notes.append(f"File observation and crash injection were off: {history.environment.strace_note}. "
+                            "Criteria that need them are reported as not tested.")
+    if only:
+        result.notes.append(f"Only these checks ran: {', '.join(only)}; the score covers only what ran.")
+    if (loud := loud_failures(history)) is not None:
+        result.notes.append(loud)
+    if history.not_removed:
+        result.notes.append(f"clirace could not remove {len(history.not_removed)} of the files and folders it made; "
+                            f"remove them by hand: {'; '.join(history.not_removed)}.")
+    result.unfinished = [gap.message() for gap in gaps(history)]
+    result.interrupted = result.interrupted or bool(history.stopped)
+    if history.stopped:
+        result.notes.append(f"Interrupted: this is a partial result; the run was {history.stopped}. Criteria whose "
+                            "experiments did not all finish are undecided.")
+    if result.unfinished:
+        result.notes.append(f"Not run to the end: {'; '.join(result.unfinished)}.")
+    return result

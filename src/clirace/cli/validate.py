@@ -1,0 +1,155 @@
+"""`clirace validate`: what a spec will and will not let clirace test, without running anything of the tool.
+
+The spec is loaded exactly as `check` loads it (schema, placeholders, the program exists); then each criterion
+says which parts of the spec exercise it, or what to add. The only processes started are strace's own probe and, for
+the subcommands the spec never runs (cli/_unrun.py), the tool's --help.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from clirace.run import services
+from clirace.spec import Spec, placeholders, words
+from clirace.verdict.rubric import load_section
+
+FULL, PARTIAL, NONE = "will test", "partly", "will not test"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    criterion: str
+    level: int
+    extent: str  # FULL; PARTIAL (can fail, cannot pass: a part is not exercised); NONE
+    how: str  # what will exercise it, and what to add for the rest
+
+    @property
+    def testable(self) -> bool:
+        return self.extent != NONE
+
+
+def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
+    lock = spec.lock
+    how = "the holder's normal exit, Ctrl-C and SIGTERM"
+    if lock.hold.kind is not None and lock.hold.kind.on_server:
+        return NONE, (f"with lock.hold.take {lock.hold.kind} clirace holds the lock itself, and cannot hold a real "
+                      "invocation at a server lock; add lock.hold.command (a hook that takes the lock and waits) so "
+                      "that the tool is the holder")
+    if lock.hold.own:
+        return NONE, ("lock.hold.run is a helper program, not the tool, so the tool is never the holder; add "
+                      "lock.hold.command or lock.hold.park to test the tool's release")
+    if lock.hold.how == "take":
+        # The holder is then a real lock.contender that strace stops just after its lock call (scenarios/hold.py).
+        usable, why = strace
+        if not usable:
+            return NONE, (f"with lock.hold.take the holder is a real lock.contender stopped at its lock call by "
+                          f"strace, which cannot run here ({why}); install strace, or use lock.hold.command or "
+                          "lock.hold.park")
+        how = "a real lock.contender stopped by strace just after its lock call (lock.hold.take): " + how
+    if lock.error_command or lock.hold.invalid_content:
+        return FULL, how + " and error exit (" + ("lock.error_command" if lock.error_command else
+                                                 "lock.hold.park.invalid_content") + ")"
+    return PARTIAL, how + "; it cannot pass without the error exit: add lock.error_command"
+
+
+def _effects(spec: Spec) -> str:
+    """How the lock experiments read back what their commands wrote, or why they cannot (scenarios/effects.py)."""
+    lock = spec.lock
+    assert lock is not None
+    writers = [name for name, command in (("lock.contender", lock.contender), ("the hold command", lock.hold.command))
+               if command and any({"key", "value"} & set(placeholders.names_in(arg)) for arg in words(command))]
+    keys = spec.workload("keys")
+    if not writers:
+        return ("; what it writes is not read back: give lock.contender {key} and {value} to catch one that exits 0 "
+                "without its change")
+    if keys is None:
+        return (f"; {' and '.join(writers)} write {{key}}, but no keys workload says how to read it back: what they "
+                "write is not checked (add a keys workload with config or read)")
+    how = f"{keys.config.path} ({keys.config.format})" if keys.config else "the keys workload's read command"
+    return f"; the keys {' and '.join(writers)} write are read back from {how} once the holder has ended"
+
+
+SQLITE_NAMES = (".db", ".sqlite", ".sqlite3", ".db3")
+
+
+def _sqlite_take(spec: Spec) -> str:
+    """Advice when lock.hold.take locks a SQLite database as a whole file: a contender is then refused at its
+    read, at start-up, and never reaches the write where a real SQLite tool meets its lock."""
+    hold = spec.lock.hold if spec.lock else None
+    if hold is None or hold.how != "take" or hold.kind is None or hold.kind.value not in ("fcntl", "flock"):
+        return ""
+    keys = spec.workload("keys")
+    sqlite_state = keys is not None and keys.config is not None and keys.config.format == "sqlite" \
+        and keys.config.path == hold.path
+    if not (sqlite_state or (hold.path or "").lower().endswith(SQLITE_NAMES)):
+        return ""
+    return (f"; lock.hold.take.path {hold.path} is a SQLite database: kind {hold.kind} locks the whole file, so a "
+            "contender is refused at its read, never at its write; use `take: {path: ..., kind: sqlite-write}` "
+            "to hold SQLite's write lock as a writing tool does (readers still get in)")
+
+
+def coverage(spec: Spec, strace: tuple[bool, str], servers: bool = True) -> list[Coverage]:
+    """Per criterion, what will exercise it. `servers`: say none can run when a server the spec declares is not
+    installed (services.missing_message says which binary and how to install it)."""
+    found = _coverage(spec, strace)
+    message = services.missing_message(spec, [c.criterion for c in found if c.testable]) if servers else None
+    if message is None:
+        return found
+    return [Coverage(c.criterion, c.level, NONE, message) if c.testable else c for c in found]
+
+
+def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
+    usable, why = strace
+    kinds = [w.kind for w in spec.workloads]
+    keys = spec.workload("keys")
+    out = {}
+    out["no-silent-corruption"] = (FULL, f"workloads: {', '.join(kinds)}") if kinds else (NONE, "")
+    if spec.lock:
+        hold = "lock.hold.run" if spec.lock.hold.own else \
+            {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
+        out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock" + _effects(spec) + _sqlite_take(spec))
+        out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
+        out["lock-released-on-exit"] = _lock_release(spec, strace)
+        given = [f"lock.wait_option {' '.join(spec.lock.wait_option)}"] if spec.lock.wait_option else []
+        given += [f"lock.wait_env {' '.join(f'{k}={v}' for k, v in spec.lock.wait_env)}"] if spec.lock.wait_env else []
+        out["lock-wait-timeout"] = ((FULL, f"{' and '.join(given)}, wait {spec.lock.wait:g}s") if given else
+                                    (FULL, "lock.never_waits: the contender's prompt answer is its lock timeout")
+                                    if spec.lock.never_waits else (NONE, ""))
+    session = spec.session
+    if session and session.none:
+        out["session-isolation"] = (PARTIAL, "session.none: the tool has no session id, so this criterion fails")
+    elif session and (session.flag or session.env):
+        how = " and ".join(f"session.{way}" for way in ("flag", "env") if getattr(session, way)) + ", temp files of " + (
+            "session.run" if session.run else "the output workload")
+        out["session-isolation"] = (FULL, how) if usable else (NONE, f"needs strace: {why}")
+    if keys and keys.config:
+        how = (f"readers of {keys.config.path} ({keys.config.format}) during parallel writes" if keys.config.format != "sqlite"
+               else f"readers of the SQLite database {keys.config.path}, through its own lock, during parallel writes")
+        if usable:
+            out["atomic-config-writes"] = (FULL, how + "; writers killed mid-write (strace)")
+        else:
+            out["atomic-config-writes"] = (PARTIAL, how + f"; it cannot pass without the mid-write kills ({why})")
+    result = []
+    for level in load_section("s15")["levels"]:
+        for c in level.get("criteria", []):
+            extent, how = out.get(c["id"], (NONE, ""))
+            result.append(Coverage(c["id"], level["score"], extent, how or c.get("to_test", "")))
+    return result
+
+
+def describe(spec: Spec, strace: tuple[bool, str]) -> list[str]:
+    static = {"spec_dir": str(spec.spec_dir), "python": sys.executable}
+    command = " ".join(placeholders.expand(a, static) for a in spec.command)
+    lines = [f"  tool: {command}", f"  rounds {spec.rounds} x {spec.parallel} in parallel per workload"]
+    if spec.services is not None:
+        declared = [name for name in ("redis", "postgres") if getattr(spec.services, name)]
+        missing = services.missing_message(spec, [c.criterion for c in _coverage(spec, strace) if c.testable])
+        lines.append(f"  services: {', '.join(declared)}" + (f": {missing}" if missing else
+                                                               " (started by clirace, a fresh state per trial)"))
+    cov = coverage(spec, strace)
+    width = max(len(c.criterion) for c in cov)
+    for c in cov:
+        lines.append(f"  level {c.level}  {c.criterion:{width}}  {c.extent:13}  {c.how}")
+    if not any(c.testable for c in cov) and not (spec.services and services.missing(spec)):
+        lines.append("  nothing can be tested with this spec: add workloads, lock, or session (clirace init shows all)")
+    return lines

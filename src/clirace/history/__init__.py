@@ -1,0 +1,749 @@
+"""Stage 4, history: the contract between launching and judging. Raw observations only, typed and versioned.
+
+A trial is one experiment in one fresh sandbox. Its record holds what clirace did and saw, never what it
+concluded: the invocations (argv, times, exit code or signal, capped output, and so a three-valued
+outcome), timestamped events (lock held, released, signal sent, kill injected), file operations traced by
+strace, config texts read back and samples taken. Each scenario has its own record type (below); the JSON
+tags each trial with its `kind` and the file with its version, and `History.load` refuses what it cannot
+read with the JSON path of the problem. Every judgement lives in checks/, so a history saved today is
+judged by tomorrow's checks (`clirace judge`).
+
+The folder history/: Stage 4, history: the contract between launching and judging: records, vocabulary, codec.
+
+May import: clirace.errors only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import signal as _signal
+import stat
+import types
+import typing
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, Union
+
+from clirace.errors import HistoryError
+from clirace.history.vocab import ConfigFormat, EventKind, Failure, HoldMode, Outcome, Way
+
+FORMAT = "clirace-history"
+VERSION = 2
+OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
+# A history larger than this is not judged (README, Safety: a level-3 run at the defaults writes about 1 MB, 10 rounds
+# of 32 about 7.5 MB, the CLI's largest --rounds and --parallel about 150 MB; judging 126 MB took 35 s and 575 MB).
+MAX_BYTES = 256 * 1024 * 1024
+# Numbers, bounded like strings and nesting: no value clirace records comes near them (times in seconds, byte
+# counts, pids, seeds), and a larger one would overflow where it is used as a float (10**400: OverflowError).
+MAX_NUMBER = 1e15
+MAX_INTEGER = 2**63 - 1
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    label: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    started: float = 0.0  # seconds since the trial's start
+    ended: float = 0.0
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    timed_out: bool = False
+    wrapper: str = ""  # e.g. strace amplifying or killing it; argv above is the target's own command line
+    wrapper_said: str = ""  # what the wrapper (strace) itself printed, kept apart from the target's stderr
+    ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
+    sandbox: str = ""  # the trial's sandbox; shown as {sandbox} in reports, so that they read the same every run
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OK
+
+    @property
+    def outcome(self) -> Outcome:
+        """ok (exit 0), fail (another exit status) or unknown (timed out, or ended by a signal: it may or may
+        not have done its work)."""
+        if self.timed_out or self.signal is not None or self.exit_code is None:
+            return Outcome.UNKNOWN
+        return Outcome.OK if self.exit_code == 0 else Outcome.FAIL
+
+    @property
+    def duration(self) -> float:
+        return self.ended - self.started
+
+    def ending(self) -> str:
+        """How it ended, in words: "exit 1", "killed at its deadline after 10.0s", "killed by SIGTERM"."""
+        if self.timed_out:
+            return f"killed at its deadline after {self.duration:.1f}s"
+        if self.signal:
+            try:
+                name = _signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"killed by {name}" + (f", {self.ended_by}" if self.ended_by else "")
+        if self.exit_code is None:
+            return "never ended"
+        return f"exit {self.exit_code}"
+
+    def command(self) -> str:
+        """Its command line, for evidence."""
+        return self._in_sandbox(shlex.join(self.argv))
+
+    def _in_sandbox(self, text: str) -> str:
+        return text.replace(self.sandbox, "{sandbox}") if self.sandbox else text
+
+    def printed(self, limit: int = 160) -> str:
+        """What it printed, on one line, for evidence. Control characters are shown escaped, so a target
+        cannot send escape sequences to the terminal of whoever reads the report."""
+        parts = []
+        for name, text, total in (("stdout", self.stdout, self.stdout_bytes), ("stderr", self.stderr, self.stderr_bytes)):
+            text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(self._in_sandbox(text).split()))
+            if total > OUTPUT_CAP:
+                name = f"{name} ({total} bytes, first {OUTPUT_CAP} kept)"
+            if text:
+                parts.append(f"{name}: {text[:limit]}{'…' if len(text) > limit else ''}")
+        return "; ".join(parts) or "printed nothing"
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # seconds since the trial's start, on the invocations' clock
+    kind: EventKind
+    label: str = ""  # the invocation it concerns
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FileOp:
+    """One traced system call on a file, as strace printed it (paths absolute, fds resolved to paths)."""
+    pid: int
+    call: str
+    paths: tuple[str, ...]
+    ok: bool
+    flags: tuple[str, ...] = ()  # O_* flags of an open
+    writes: bool = False  # it opened for writing, or wrote
+    lock: bool = False  # a flock or fcntl call that takes a lock
+    args: str = ""
+    fd: int | None = None  # the fd an open returned, or the one a call on an fd used
+    at: float = 0.0  # when (seconds since the epoch) in traces that have times (strace -ttt); 0 in older ones
+    child: int | None = None  # the thread or process a clone or fork made
+
+
+@dataclass(frozen=True)
+class ServerOp:
+    """One command a server of the trial (spec `services`) received from a client: a line of Redis's MONITOR, or
+    a statement of PostgreSQL's log (log_statement=all). Raw, as the server showed it; checks/server_hazards.py
+    reads them."""
+    service: str  # "redis" or "postgres"
+    client: str  # the connection: Redis's client address ("127.0.0.1:53122"), PostgreSQL's backend pid
+    at: float = 0.0  # seconds since the trial's start (the server's clock, on the invocations' time line)
+    words: tuple[str, ...] = ()  # Redis: the command and its arguments
+    sql: str = ""  # PostgreSQL: the statement, as logged ("execute <unnamed>: ..." without that prefix)
+    params: str = ""  # PostgreSQL: the bound parameters, as logged ("$1 = '7'")
+    xact: str = ""  # PostgreSQL: the virtual transaction id (statements of one transaction share it)
+    line: str = ""  # the server's own line, for evidence (capped)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A process an invocation of the trial left running after it exited (it left the invocation's process group),
+    found when a command that needed the tool's lock free was refused, or when clirace was about to start a
+    parallel round or a lock holder and it held a kernel lock. What it held is what /proc showed then."""
+    pid: int
+    parent: int  # its parent then (after a daemon's double fork: init or clirace, which adopts orphans)
+    age: float  # seconds it had been running when found
+    left_by: str  # the label of the finished invocation it came from
+    command: str  # its command line, capped
+    locks: tuple[str, ...] = ()  # kernel locks it held, from /proc/locks: "FLOCK WRITE /path"
+    outlived: float = 0.0  # seconds between the end of `left_by` and when it was found still running
+    refused: str = ""  # the command it refused (kept as refused-LABEL; LABEL is its run once this one ended)
+    waited: float = 0.0  # how long clirace waited for it to end (it was left to work, ended once idle)
+    ended_by_clirace: bool = False  # it was still there after the wait, so clirace ended it
+    still_running: bool = False  # clirace left it running (it held no kernel lock clirace could name)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What every record has. `error` says why the experiment could not decide (setup failed, a holder never
+    became ready, clirace was interrupted or failed): such a trial is judged unknown, never passed."""
+    KIND: ClassVar[str] = ""
+    name: str = ""
+    round: int = 0
+    invocations: tuple[Invocation, ...] = ()
+    events: tuple[Event, ...] = ()
+    error: str | None = None
+    sandbox: str = ""
+    server_ops: tuple[ServerOp, ...] = ()  # what the trial's servers saw (spec `services`), in their order
+    server_note: str = ""  # what the server observation could not see (lines dropped, log unreadable)
+    failed_by: Failure | None = None  # with `error`: whose failure it was (older histories: see `failure`)
+    leftovers: tuple[Leftover, ...] = ()  # processes left by its finished invocations, found holding on (above)
+
+    @property
+    def failure(self) -> Failure | None:
+        """Whose failure kept the trial from finishing, None when it finished. Histories written before the
+        kinds were recorded say it only in words; the words they used are read here."""
+        if not self.error:
+            return None
+        if self.failed_by is not None:
+            return self.failed_by
+        if self.error.startswith("setup command"):
+            return Failure.SPEC
+        if self.error.startswith("interrupted"):
+            return Failure.INTERRUPTED
+        if self.error.startswith("clirace failed"):
+            return Failure.CLIRACE
+        return Failure.TOOL
+
+    def invocation(self, label: str) -> Invocation | None:
+        return next((i for i in self.invocations if i.label == label), None)
+
+    def labelled(self, prefix: str) -> list[Invocation]:
+        return [i for i in self.invocations if i.label.startswith(prefix)]
+
+    def event(self, kind: EventKind, label: str | None = None) -> Event | None:
+        return next((e for e in self.events if e.kind is kind and (label is None or e.label == label)), None)
+
+
+Traces = dict[str, tuple[FileOp, ...]]  # invocation label -> the file operations strace saw it make
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """A round whose invocations were each stopped inside their race window and released together."""
+    paths: tuple[str, ...]  # the state (and lock) files the stops were aimed at, from an earlier traced round
+    calls: str  # the system calls each invocation was stopped after, on them, until it had arrived
+    aimed: str  # why there: "the first read of its state", "its lock call, which comes after it read its state"
+    arrived: dict[str, float] = field(default_factory=dict)  # label -> seconds after the start when it stopped
+    stopped_at: dict[str, str] = field(default_factory=dict)  # label -> the traced call it stopped just after
+    exited_before: tuple[str, ...] = ()  # labels that ended without ever stopping (refused by the lock, failed)
+    released_after: float | None = None  # seconds after the start
+    why_released: str = ""  # "all arrived", "the others blocked on the lock", "overall cap" ("the others idle": older)
+    blocked: dict[str, str] = field(default_factory=dict)  # label -> the proof it was blocked on a lock, not arrived
+
+
+@dataclass(frozen=True)
+class WorkloadRound(Trial):
+    """One parallel round of a workload: `parallel` invocations released together from a barrier."""
+    workload: str = ""  # the workload's name in the spec
+    serial: bool = False  # a reference run: the same commands one at a time, the oracle for the parallel rounds
+    amplified: bool = False  # run under strace, writes and renames delayed by delays_ms
+    delays_ms: dict[str, int] = field(default_factory=dict)
+    traces: Traces = field(default_factory=dict)
+    rendezvous: Rendezvous | None = None
+
+
+@dataclass(frozen=True)
+class CounterRound(WorkloadRound):
+    """inc-N increment; read-before (unless the spec gives `start`) and read-after print the counter."""
+    KIND: ClassVar[str] = "counter"
+    start: int | None = None  # the spec's `start`, when it gives one instead of a read before the round
+    pattern: str | None = None  # the spec's `value` regex: group 1 is the counter in read's output
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    path: str
+    format: ConfigFormat
+    key: str  # the spec's key template ("{key}", "section.{key}")
+    text: str | None  # the file's content after the round; None when it did not exist or was not a file
+    why_none: str = ""  # when text is None: "missing", "a FIFO", ...
+    query: bool = False  # `key` is a JMESPath expression (the spec's config.query)
+
+
+@dataclass(frozen=True)
+class KeysRound(WorkloadRound):
+    """set-N writes its own key; get-N (with a `read` command) reads it back, or `config` is the file after."""
+    KIND: ClassVar[str] = "keys"
+    keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # set-N -> (key, value)
+    config: ConfigSnapshot | None = None
+    # Keys that existed before the parallel writes: earlier-N wrote its key one at a time before them (read back
+    # by get-earlier-N, or looked up in `config`), and `before` is the config file just before them.
+    earlier: dict[str, tuple[str, str]] = field(default_factory=dict)  # earlier-N -> (key, value)
+    before: ConfigSnapshot | None = None
+
+
+@dataclass(frozen=True)
+class ClaimRound(WorkloadRound):
+    """add-N queued items; claim-N claimed in parallel; list-after (when the spec has `list`) shows the rest."""
+    KIND: ClassVar[str] = "claim"
+    items: tuple[str, ...] = ()
+    pattern: str | None = None  # the spec's `claimed` regex
+
+
+@dataclass(frozen=True)
+class OutputRun:
+    marker: str  # the unique text in its input file
+    output: str  # the output path it was given
+    session_id: str = ""
+    produced: str | None = None  # the output file's content afterwards (capped); None when absent
+
+
+@dataclass(frozen=True)
+class OutputRound(WorkloadRound):
+    """out-N each turned its own input into its own output."""
+    KIND: ClassVar[str] = "output"
+    runs: dict[str, OutputRun] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """How a process group spent a span it was watched: a waiting process sleeps in the kernel and uses almost no
+    CPU; a slow one works. Read from /proc (timing.Usage)."""
+    seconds: float  # the span
+    cpu_seconds: float  # CPU its processes used meanwhile
+    states: tuple[str, ...] = ()  # each process's state at the end (S sleeping, R running, D disk, ...)
+    sleeping_in: tuple[str, ...] = ()  # each process's wchan at the end, where the kernel shows it
+    wakes: int = 0  # times its processes went to sleep of their own accord meanwhile (a retry loop wakes often)
+    # What shows it blocked on a lock at the end ("" when nothing does): its lock call, its place in /proc/locks'
+    # waiters, or a retry loop on a file another process holds locked. Idle alone is no proof: a sleep is idle too.
+    blocked: str = ""
+
+
+@dataclass(frozen=True)
+class LockTrial(Trial):
+    """What the lock experiments' records share: the effects of their commands. A command given {key} and {value}
+    (lock.contender, the hold command) wrote that key; after the holder ended, it was read back the way the spec's
+    keys workload reads its keys: `effects_config` is its config file then, or get-LABEL read it.
+    A contender without them (`config unset theme`) has its change read instead: the keys workload's config file
+    just before it ran (`state_before`, with the holder not yet started), and after the holder ended
+    (`effects_config`); what it changes alone (Alone) is what must be there."""
+    effects: dict[str, tuple[str, str]] = field(default_factory=dict)  # invocation label -> (key, value)
+    effects_config: ConfigSnapshot | None = None
+    state_before: ConfigSnapshot | None = None
+
+
+@dataclass(frozen=True)
+class LockConflict(LockTrial):
+    """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state, asked,
+    blocked-on-lock, stopped, released); contender runs while it is held, its stdin a pipe nobody writes to (a
+    tool that asks on a conflict waits there, as under an agent); retry-N obey a LOCK_HELD hint once the holder
+    ended.
+    The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
+    the contender is still running, and only then released. Round 2 repeats a trial whose contender outlived
+    the window (a finding made by the clock is seen twice before it is reported)."""
+    KIND: ClassVar[str] = "lock-conflict"
+    hold: HoldMode = HoldMode.COMMAND
+    prompt: float = 5.0  # the spec's prompt
+    retry_wait_ms: int = 0  # how long clirace waited before each retry-N, obeying the hint (capped)
+    alone: float | None = None  # seconds the contender took alone (its reference run): the prompt is scaled by it
+    window: float = 0.0  # prompt + alone: how long it had to answer (0: older histories, where it was `prompt`)
+    follow: float = 0.0  # how much longer a contender still running was followed before the holder let go
+    watched: Watched | None = None  # the contender over the follow, when it was still running after the window
+
+
+@dataclass(frozen=True)
+class LockRelease(LockTrial):
+    """holder takes the lock and ends `way`; next runs the contender afterwards."""
+    KIND: ClassVar[str] = "lock-release"
+    way: Way = Way.NORMAL
+    hold: HoldMode = HoldMode.COMMAND
+    signal_wait: float = 5.0  # how long a signalled holder was given to exit
+
+
+@dataclass(frozen=True)
+class LockWait(LockTrial):
+    """alone: the contender with the wait option and the lock free; contender: the same while it is held."""
+    KIND: ClassVar[str] = "lock-wait"
+    hold: HoldMode = HoldMode.COMMAND
+    option: str = ""
+    wait_ms: int = 0
+    margin_ms: int = 0  # before adding how long `alone` took
+    limit_s: float = 0.0  # the contender's own deadline
+
+
+@dataclass(frozen=True)
+class SessionRun(Trial):
+    """run-N in parallel, with distinct session ids or without any, traced when strace could."""
+    KIND: ClassVar[str] = "session"
+    with_ids: bool = False
+    runs: dict[str, OutputRun] = field(default_factory=dict)
+    temp_dirs: tuple[str, ...] = ()
+    traced: bool = False
+    traces: Traces = field(default_factory=dict)
+    reference: str = ""  # the output workload whose command it ran (its serial runs say what each output must be)
+
+
+@dataclass(frozen=True)
+class Sample:
+    text: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ConfigSampled(Trial):
+    """The config file read again and again while set-N wrote in parallel; each distinct content kept once."""
+    KIND: ClassVar[str] = "config-sampled"
+    format: ConfigFormat = ConfigFormat.JSON
+    samples: int = 0
+    missing: int = 0  # samples that found no file
+    distinct: tuple[Sample, ...] = ()
+    dropped: int = 0  # distinct contents beyond the cap, not kept
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    call: str  # the system call strace kills the writer at
+    when: int  # its number among the thread's calls of that name (on `path` only, when there is one)
+    name: str  # for people: "write #2 to config.json itself"
+    path: str = ""  # set when the call is on the config itself: the kill counts only calls on it (strace -P)
+    # Set when other processes of the invocation make such calls too (a shim's helpers): the program the writing
+    # process exec'd last and its argv ({sandbox} for the sandbox); the kill is then counted from that exec on,
+    # in that process only (`when` is numbered so), by an strace that takes it over just after the exec.
+    exec_path: str = ""
+    exec_argv: tuple[str, ...] = ()
+    # Set when strace's count per thread cannot name the call (a temp file's random name cannot be given to -P,
+    # and a runtime's other threads write to pipes and eventfds; an open with O_TRUNC is told from a read's
+    # open by its flags): `when` then counts the calls on that file over every thread and process of the
+    # invocation, each one stops it (stopper.KillAfter), and the process is SIGKILLed just after the `when`-th.
+    after: bool = False
+    # Set when the call is a daemon's (a process an earlier command of the trial left running, which the command
+    # reached): its command line ({sandbox} for the sandbox). The kill run attaches to the process running it
+    # and counts from the attach, in it only (`when` is numbered so).
+    daemon: str = ""
+
+
+@dataclass(frozen=True)
+class KillPointsFound(Trial):
+    """One traced run of the config writer, and the kill points chosen from its trace."""
+    KIND: ClassVar[str] = "kill-points"
+    points: tuple[KillPoint, ...] = ()
+    traces: Traces = field(default_factory=dict)
+    config_dir: str = ""
+    after: str | None = None  # the config once that writer ended: the new content a killed writer may leave
+
+
+@dataclass(frozen=True)
+class WriterKilled(Trial):
+    """killed-writer, SIGKILLed by strace at `point`; the config before and after."""
+    KIND: ClassVar[str] = "writer-killed"
+    point: KillPoint | None = None
+    config_path: str = ""
+    format: ConfigFormat = ConfigFormat.JSON
+    key_path: str = "{key}"
+    query: bool = False
+    key: str = ""
+    value: str = ""
+    old: str = ""
+    after: str | None = None
+    kill_log: str = ""  # the end of strace's log of the killed run: which call of which thread it killed
+    taken_over: str = ""  # with KillPoint.exec_path: which process the killing strace took over, or why it could not
+
+
+@dataclass(frozen=True)
+class Alone(LockTrial):
+    """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
+    KIND: ClassVar[str] = "alone"
+    command: str = ""  # "contender" or "error_command"
+    traces: Traces = field(default_factory=dict)  # its file operations, when strace could watch it
+
+
+@dataclass(frozen=True)
+class NotRun(Trial):
+    """An experiment that did not run, and why (the spec gives no way, --only, strace off): never a pass."""
+    KIND: ClassVar[str] = "not-run"
+    experiment: str = ""
+    why: str = ""
+    hint: str = ""
+    declared: str = ""  # what the spec says instead of a way to run it ("no-session-id", "never-waits")
+
+
+RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (
+    CounterRound, KeysRound, ClaimRound, OutputRound, LockConflict, LockRelease, LockWait, SessionRun,
+    ConfigSampled, KillPointsFound, WriterKilled, Alone, NotRun)}
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One part of the run's plan, written into the history before anything runs. As Jepsen logs each
+    operation's invoke before it completes and keeps the test map with its history, a check can then tell an
+    experiment that was never reached (an interrupt, a scenario that failed) from one the spec does not ask for.
+    Which records fulfil it: checks/_plan.py."""
+    experiment: str  # the scenario: reference, workloads, lock-conflict, lock-release, lock-wait, session, atomic-config
+    part: str = ""  # a workload's name, a way the lock holder ends, lock.contender, ...: "" for the whole
+    trials: int = 1  # records it leaves; 0: as many as an earlier record says (one per kill point found)
+    checks: tuple[str, ...] = ()  # the checks its records decide
+
+    def describe(self) -> str:
+        return f"{self.experiment} ({self.part})" if self.part else self.experiment
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What shaped the run, so that `replay` reproduces it exactly."""
+    seed: int
+    rounds: int | None = None
+    parallel: int | None = None
+    budget: float | None = None  # --budget SECONDS: extra rounds (their number depends on the machine's speed)
+    only: tuple[str, ...] = ()
+    strace: bool = True  # False: --no-strace
+    allow_outside_sandbox: bool = False
+    # --confidence C --rate R: the rounds were raised so that a race showing in R of rounds would have shown
+    # with probability >= C (`rounds` holds the number run, so the replay repeats it); C also words the bounds.
+    confidence: float | None = None
+    rate: float | None = None
+    # --shard K/N: this run did the K-th of N shares of the plan (merge.py joins the shards' histories into one
+    # with "" here); what the other shards do is missing from this history alone, so it judges undecided.
+    shard: str = ""
+
+
+@dataclass(frozen=True)
+class Environment:
+    strace: bool  # strace was used
+    strace_note: str = ""  # why not, when it was not
+    clirace_version: str = ""
+    rounds: int = 0  # what the run used, after the spec's and the options' say
+    parallel: int = 0
+    # How the trials' processes were kept together, to be ended (README, Safety): "cgroup" (a cgroup v2 of its
+    # own per trial) or "marker" (the environment marker, the child subreaper and the watchdog only); "" before.
+    isolation: str = ""
+    isolation_note: str = ""  # the run's cgroup, or why it has none
+    # Wall seconds each stage took ("reference", "workloads", "lock-conflict+lock-wait+lock-release" when side by
+    # side, ...): where a check's time goes (benchmarks/cost.py), never read by a check.
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    # What was checked, so that shards of different specs or tools are never merged: the spec file's bytes and
+    # the tool's own files (tool.command's program and the files it names), hashed ("" when unreadable).
+    spec_sha256: str = ""
+    tool_sha256: str = ""
+
+
+T = TypeVar("T", bound=Trial)
+
+
+@dataclass
+class History:
+    spec_path: str
+    options: RunOptions
+    environment: Environment
+    trials: list[Trial] = field(default_factory=list)
+    kept: str | None = None  # where the sandboxes were kept (--keep)
+    not_removed: tuple[str, ...] = ()  # what clirace made and could not remove, each "PATH: why"
+    # What the run set out to do, written before anything ran. Required in a saved history (History.from_json
+    # refuses one without); None only in a history built in memory that was never saved.
+    plan: tuple[Planned, ...] | None = None
+    stopped: str = ""  # why the run ended before its plan was done ("interrupted (Ctrl-C) during ...")
+
+    def of(self, kind: type[T]) -> list[T]:
+        return [t for t in self.trials if type(t) is kind]
+
+    def not_run(self, experiment: str) -> NotRun | None:
+        return next((t for t in self.of(NotRun) if t.experiment == experiment), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
+                "options": _encode(self.options), "environment": _encode(self.environment),
+                "kept": self.kept, "not_removed": list(self.not_removed), "plan": _encode(self.plan),
+                "stopped": self.stopped,
+                "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
+
+    def text(self) -> str:
+        return json.dumps(self.to_json(), indent=1)
+
+    def save(self, path: Path | str) -> None:
+        Path(path).write_text(self.text())
+
+    @classmethod
+    def load(cls, path: Path | str) -> History:
+        too_big = HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB, more than clirace judges.",
+                               where=str(path), hint="A history that large comes from thousands of invocations; "
+                               "run the check again with fewer --rounds or a smaller --parallel.")
+        try:  # without blocking, and only a regular file: a FIFO would hang, /dev/zero never ends
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise HistoryError("history file not found.", where=str(path)) from None
+        except OSError as exc:
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise HistoryError("is not a regular file; expected a history saved by `clirace check --history`.",
+                                   where=str(path))
+            if info.st_size > MAX_BYTES:
+                raise too_big
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+        finally:
+            os.close(fd)
+        if len(raw) > MAX_BYTES:
+            raise too_big
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise HistoryError(f"not JSON ({str(exc)[:120]}).", where=str(path)) from None
+        return cls.from_json(data, str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "history") -> History:
+        if not isinstance(data, dict) or data.get("format") not in (FORMAT, f"{FORMAT}/1"):
+            raise HistoryError(f"not a {FORMAT} file.", where=where,
+                               hint="Save one with `clirace check SPEC --history FILE`.")
+        version = data.get("version", 1)
+        if version != VERSION:
+            raise HistoryError(
+                f"this history is version {version!r}; this clirace ({_version()}) reads version {VERSION} only.",
+                where=where, hint="Run the check again with this clirace to get a history it can judge "
+                                  "(`clirace check SPEC --history FILE`).")
+        if data.get("plan") is None:  # a plan is part of this version: without it a missing record reads as unasked
+            raise HistoryError(
+                "this history has no plan ($.plan): without it clirace cannot tell an experiment that never ran "
+                "from one the spec does not ask for, so it judges no history without one.", where=where,
+                hint="Run the check again with this clirace to get a history it can judge "
+                     "(`clirace check SPEC --history FILE`).")
+        try:
+            trials = []
+            for n, item in enumerate(_expect(data, "trials", list, "$")):
+                at = f"$.trials[{n}]"
+                if not isinstance(item, dict):
+                    raise _Bad(at, "an object", item)
+                kind = item.get("kind")
+                if not isinstance(kind, str) or kind not in RECORDS:
+                    raise _Bad(f"{at}.kind", f"one of {', '.join(RECORDS)}", kind)
+                trials.append(_decode(RECORDS[kind], {k: v for k, v in item.items() if k != "kind"}, at))
+            return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
+                       options=_decode(RunOptions, data.get("options"), "$.options"),
+                       environment=_decode(Environment, data.get("environment"), "$.environment"),
+                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),
+                       not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"),
+                       plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),
+                       stopped=_decode(str, data.get("stopped", ""), "$.stopped"))
+        except _Bad as bad:
+            raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
+                               hint="The file was changed by hand or is damaged; save a new one with "
+                                    "`clirace check SPEC --history FILE`.") from None
+        except RecursionError:
+            raise HistoryError("the history is nested too deeply to be one clirace wrote.", where=where) from None
+
+
+def _version() -> str:
+    from clirace import __version__
+    return __version__
+
+
+# --- JSON encoding and a typed, validating decoder -----------------------------------------------------------
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    return value
+
+
+class _Bad(Exception):
+    def __init__(self, at: str, expected: str, found: Any):
+        super().__init__(at)
+        self.at, self.expected, self.found = at, expected, found
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, _Missing) else "missing"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Missing:
+    pass
+
+
+def _expect(data: dict[str, Any], key: str, kind: type, at: str) -> Any:
+    value = data.get(key, _Missing())
+    if not isinstance(value, kind):
+        raise _Bad(f"{at}.{key}", kind.__name__, value)
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _whole(text: str) -> str:
+    """The text with any lone surrogate (JSON may escape one: "\\ud800") shown as U+FFFD: clirace itself never
+    writes one (what a target printed is decoded with replacement), and one left in would make every report
+    that quotes it fail to print."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _decode(tp: Any, value: Any, at: str) -> Any:
+    """`value` from JSON as type `tp`, checked all the way down; _Bad(at, expected, found) where it is not."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        inner = [o for o in options if o is not type(None)]
+        return _decode(inner[0], value, at)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, dict):
+            raise _Bad(at, f"an object ({tp.__name__})", value)
+        hints = _hints(tp)
+        fields = {f.name: f for f in dataclasses.fields(tp) if f.init}
+        unknown = set(value) - set(fields)
+        if unknown:
+            raise _Bad(f"{at}.{sorted(unknown)[0]}", f"one of the fields of {tp.__name__}", value[sorted(unknown)[0]])
+        kwargs = {}
+        for name, f in fields.items():
+            if name in value:
+                kwargs[name] = _decode(hints[name], value[name], f"{at}.{name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise _Bad(f"{at}.{name}", "a value", _Missing())
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise _Bad(at, f"one of {', '.join(str(m.value) for m in tp)}", value) from None
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise _Bad(at, "a list", value)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{at}[{n}]") for n, v in enumerate(value))
+        if len(value) != len(args):
+            raise _Bad(at, f"a list of {len(args)}", value)
+        return tuple(_decode(a, v, f"{at}[{n}]") for n, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        key_type, value_type = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise _Bad(at, "an object", value)
+        return {k: _decode(value_type, v, f"{at}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Bad(at, "a number", value)
+        if not -MAX_NUMBER <= value <= MAX_NUMBER:  # also NaN (JSON's NaN), which no comparison holds for
+            raise _Bad(at, f"a finite number of at most {MAX_NUMBER:.0e}", value)
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Bad(at, "an integer", value)
+        if not -MAX_INTEGER <= value <= MAX_INTEGER:
+            raise _Bad(at, f"an integer of at most {len(str(MAX_INTEGER))} digits", value)
+        return value
+    if tp in (str, bool):
+        if not isinstance(value, tp):
+            raise _Bad(at, "a string" if tp is str else "true or false", value)
+        return _whole(value) if tp is str else value
+    raise _Bad(at, f"a {tp}", value)  # a type this decoder was not taught: a bug, shown as data

@@ -1,0 +1,89 @@
+"""Per-code explanations (rubric/explain.yaml): what a rule means, why it matters to an agent calling the
+tool, how to fix it, with a before/after example. `clirace explain CODE` prints one; SARIF uses them as help.
+
+Kept apart from rubric/rules.yaml (the catalogue the checks report from) so that prose can grow without
+touching the data the verdicts depend on; a test keeps the two in step.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import yaml
+
+from clirace.verdict.rubric import rubric_dir, rules
+
+FIELDS = ("means", "matters", "fix", "before", "after")
+
+
+@lru_cache(maxsize=1)
+def explanations() -> dict:
+    path = rubric_dir() / "explain.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else {}
+
+
+def explanation(code: str) -> dict | None:
+    """The explanation of `code` (FIELDS), or None for a code clirace does not know."""
+    code = code.upper()
+    if code not in rules():
+        return None
+    return {**{k: "" for k in FIELDS}, **(explanations().get(code) or {})}
+
+
+def as_text(code: str, width: int = 100) -> str:
+    """For a terminal: prose wrapped to `width`, examples as they are."""
+    import textwrap
+
+    rule = rules()[code.upper()]
+    ex = explanation(code)
+    parts = [f"{code.upper()} {rule['name']} [{rule['severity']}]", ""]
+    for title, key in (("What it means", "means"), ("Why it matters to an agent", "matters"), ("How to fix it", "fix")):
+        text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
+        if text:
+            parts += [f"{title}:", textwrap.fill(" ".join(text.split()), width, initial_indent="  ",
+                                                 subsequent_indent="  "), ""]
+    for title, key in (("Before", "before"), ("After", "after")):
+        if ex[key]:
+            parts += [f"{title}:", *("    " + line for line in ex[key].rstrip().splitlines()), ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def as_markdown(code: str) -> str:
+    rule = rules()[code.upper()]
+    ex = explanation(code)
+    parts = []
+    for title, key in (("What it means", "means"), ("Why it matters", "matters"), ("How to fix it", "fix")):
+        text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
+        if text:
+            parts += [f"**{title}.** {' '.join(text.split())}", ""]
+    for title, key in (("Before", "before"), ("After", "after")):
+        if ex[key]:
+            parts += [f"**{title}:**", "", "```", ex[key].rstrip(), "```", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def about(name: str, width: int = 100) -> str | None:
+    """For `clirace explain` given a criterion id or a check name (not a code): the criterion, its level and
+    text, and the checks that decide it with the codes each can emit; None when `name` is neither."""
+    import textwrap
+
+    from clirace.checks.registry import EXPERIMENTS, resolve
+    from clirace.verdict.rubric import load_section
+
+    section = load_section("s15")
+    check = resolve(name)
+    found = [(level["score"], c) for level in section["levels"] for c in level.get("criteria", [])
+             if c["id"] == name or (check is not None and check in c["checks"])]
+    if not found:
+        return None
+    level, criterion = found[0]
+    is_criterion = criterion["id"] == name
+    checks = criterion["checks"] if is_criterion else [check]
+    head = f"criterion {name}" if is_criterion else f"check {check} (under criterion {criterion['id']})"
+    lines = [f"{head}, level {level} of §{section['section']} {section['title']}", "",
+             textwrap.fill(" ".join(criterion["text"].split()), width), ""]
+    for check_id in checks:
+        lines.append(f"check {check_id} (experiment: {EXPERIMENTS[check_id].scenario}) can emit:")
+        lines += [f"  {code} {rules()[code]['name']} [{rules()[code]['severity']}]"
+                  for code in EXPERIMENTS[check_id].codes if not rules()[code].get("retired")]
+    lines += ["", "`clirace explain CODE` explains a code."]
+    return "\n".join(lines) + "\n"

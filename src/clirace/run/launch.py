@@ -1,0 +1,542 @@
+"""Stage 3, launch: start target invocations, release them together, enforce deadlines, record each one.
+
+Parallel invocations are created first and parked in a tiny `sh` shim that prints one "ready" byte on its
+stdout (dropped from the record) and then blocks reading its stdin, a pipe shared by the batch; closing that
+pipe releases every one at once, and only then does each exec the target, with stdin from /dev/null.
+Why stdin and stdout rather than extra descriptors: a POSIX shell only redirects descriptors 0-9, and a
+clirace run under another tool (time, a test runner) may have every one of 3-9 in use.
+Each invocation runs in its own session and process group, so a deadline ends it and everything it started;
+what leaves the group (setsid) is still found by the marker in its environment (see sandbox.end_marked), and,
+where the trial has a cgroup (run/_cgroup.py), by that: every process joins it before the target runs (the barrier
+shim writes to `cgroup.procs` before it says ready; a single start does it in the child before exec).
+An invocation has finished when it has exited and its stdout and stderr are closed: a descendant that keeps
+them open past the deadline is killed, and the invocation counts as killed at its deadline.
+A program that cannot be executed is recorded as a shell would report it (exit 127 or 126), not raised.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+from clirace.history import OUTPUT_CAP, Invocation
+from clirace.run.sandbox import end_marked
+
+GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
+DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
+DRAIN_MOMENT = 0.2  # at least this long for the pipes to close after the process exits
+INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: finds what it started
+# clirace's own shell, by absolute path: the target's environment may set a PATH without it (tool.env.PATH).
+SH = shutil.which("sh") or "/bin/sh"
+# The start barrier (see the module docstring): say ready, wait for EOF on stdin, then exec the target.
+BARRIER = (SH, "-c", 'printf .; read _; exec </dev/null "$@"', "clirace-barrier")
+# The same, first joining the cgroup whose cgroup.procs is $0 (an error there must not stop the start).
+_BARRIER_INTO = '{ echo 0 >"$0"; } 2>/dev/null; printf .; read _; exec </dev/null "$@"'
+# strace's own messages (a warning, "Can't stat ...") must never read as the target's output: a shell gives strace
+# a log of its own as its stderr and keeps the real one on fd 3, and the shell that strace starts (traced, but it
+# makes no call that matters: dup2, close, exec) hands it back to the target before exec'ing it.
+STRACE_APART = (SH, "-c", 'exec 3>&2 2>>"$0"; exec "$@"')
+TARGET_STDERR = (SH, "-c", 'exec 2>&3 3>&-; exec "$@"', "clirace-target")
+WRAPPER_SAID_CAP = 4096  # bytes of strace's own messages kept in the invocation's record
+_ids = itertools.count(1)
+
+
+FDS_PER_INVOCATION = 8  # a generous bound: stdout and stderr pipes, the barrier pipe, a memfd for strace's messages
+FDS_BESIDE_ROUNDS = 256  # clirace's own: imports, the run folder, servers, the watchdog's pipe
+
+
+def allow_width(parallel: int) -> None:
+    """Make room for `parallel` invocations at once: raise the soft limit on open files up to the hard one, or
+    refuse the width in words the user can act on (a UsageError, exit 2) before anything runs."""
+    import resource
+
+    from clirace.errors import UsageError
+
+    need = parallel * FDS_PER_INVOCATION + FDS_BESIDE_ROUNDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise UsageError(
+                f"{parallel} invocations at once need about {need} open files, and this machine allows this "
+                f"process {hard} (the hard limit of `ulimit -n`).", where="--parallel",
+                hint=f"Lower --parallel to {max(2, (hard - FDS_BESIDE_ROUNDS) // FDS_PER_INVOCATION)} or less, or "
+                     "raise the hard limit (limits.conf, systemd's LimitNOFILE, `ulimit -Hn` as root).")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def strace_apart(wrap) -> tuple[list[str], int | None]:
+    """`wrap`, an strace prefix ending in "--", with strace's stderr sent to a log of its own, and an fd on that
+    log (the caller closes it); any other wrap unchanged, with None.
+
+    The log has no name anywhere (a memfd): the shell opens it as /proc/<clirace>/fd/N, so no link or FIFO a
+    target plants can stand where it is written or read back (a `*-strace.log` beside the trace once could)."""
+    wrap = list(wrap)
+    if not wrap or os.path.basename(wrap[0]) != "strace" or "--" not in wrap or "-o" not in wrap:
+        return wrap, None
+    if wrap[wrap.index("-o") + 1] == os.devnull:
+        return [*STRACE_APART, os.devnull, *wrap, *TARGET_STDERR], None
+    fd = os.memfd_create("clirace-strace-said", os.MFD_CLOEXEC)
+    return [*STRACE_APART, f"/proc/{os.getpid()}/fd/{fd}", *wrap, *TARGET_STDERR], fd
+
+
+@dataclass
+class Running:
+    """A started invocation; `finish()` turns it into a history `Invocation`."""
+    label: str
+    argv: list[str]
+    env_changes: dict[str, str]
+    cwd: str
+    proc: subprocess.Popen
+    clock0: float
+    started: float = 0.0
+    deadline: float | None = None
+    timed_out: bool = False
+    marker: str = ""  # the value of INVOCATION_MARKER in its environment
+    batch: list | None = None  # the invocations released together with this one (itself included)
+    parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
+    wrapper: str = ""
+    wrapper_log: int | None = None  # an fd on the wrapper's own messages (strace_apart), None when it has no log
+    ended_by: str = ""  # why clirace stopped it, when it did so on purpose (not at a deadline)
+    _out: list = field(default_factory=lambda: [bytearray(), [0]])
+    _err: list = field(default_factory=lambda: [bytearray(), [0]])
+    _open_streams: int = 2
+    terminal: int | None = None  # the pty's master side, when it runs on a pseudo-terminal
+    _closed: threading.Event = field(default_factory=threading.Event)
+    _ready: threading.Event = field(default_factory=threading.Event)  # its barrier shim printed its ready byte
+
+    def _stream_closed(self) -> None:
+        self._open_streams -= 1  # only the pump thread calls this
+        self._ready.set()  # a shim that died before saying ready must not hold up the batch
+        if self._open_streams == 0:
+            self._closed.set()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self):
+        return self.proc.poll()
+
+    def signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until it exits or `timeout` passes; True if it exited.
+
+        Popen.wait(timeout) polls with sleeps of up to 50 ms; a pidfd wakes the moment the process exits,
+        which matters when a round's invocations are collected one after another.
+        """
+        if timeout is not None and self.proc.returncode is None and hasattr(os, "pidfd_open"):
+            try:
+                pidfd = os.pidfd_open(self.proc.pid)
+            except OSError:  # already reaped, or pidfd unsupported by this kernel
+                pidfd = None
+            if pidfd is not None:
+                try:
+                    select.select([pidfd], [], [], max(0.0, timeout))
+                finally:
+                    os.close(pidfd)
+                return self.proc.poll() is not None
+        try:
+            self.proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self, why: str = "") -> None:
+        """End it and its process group: SIGTERM, then SIGKILL after a grace period.
+
+        Invocations released together are stopped together, so the grace period is spent once, not once each.
+        """
+        self.ended_by = self.ended_by or why
+        stop_all(self.batch or [self])
+
+    def enforce_deadline(self) -> None:
+        remaining = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        if not self.wait(remaining):
+            overdue = [r for r in (self.batch or [self]) if r.proc.poll() is None]  # a batch shares its deadline
+            for running in overdue:
+                running.timed_out = True
+            stop_all(overdue)
+
+    def _drained(self, until: float) -> bool:
+        """Wait until stdout and stderr are closed (every writer gone) or `until`; True if they are."""
+        return self._closed.wait(max(0.0, until - time.monotonic()))
+
+    def printed(self) -> str:
+        """What it has printed so far on stdout (on a terminal: everything it printed)."""
+        return _text(self._out[0])
+
+    def printed_on(self, stream: str) -> str:
+        return _text((self._err if stream == "stderr" and self.terminal is None else self._out)[0])
+
+    def type_interrupt(self) -> None:
+        """Ctrl-C on its terminal: the line discipline sends SIGINT to its foreground process group."""
+        if self.terminal is not None:
+            os.write(self.terminal, b"\x03")
+
+    def finish(self) -> Invocation:
+        self.enforce_deadline()
+        self.signal_group(signal.SIGKILL)
+        # Until the deadline, and a moment more for a pipe whose writer has just exited to read as closed.
+        until = max(self.deadline or 0.0, time.monotonic() + DRAIN_MOMENT)
+        if not self._drained(until):
+            # It exited, but something it started left its process group (setsid) and still holds its output
+            # open: the invocation is not over by its deadline. End what it started, as at any deadline.
+            self.timed_out = True
+            end_marked(self.marker, name=INVOCATION_MARKER)
+            self._drained(time.monotonic() + DRAIN_AFTER_KILL)
+        ended = time.monotonic()
+        if self.terminal is not None and self._closed.is_set():
+            os.close(self.terminal)
+            self.terminal = None
+        code = self.proc.returncode
+        return Invocation(
+            label=self.label, argv=tuple(self.argv), env=dict(self.env_changes), cwd=self.cwd,
+            started=round(self.started - self.clock0, 6), ended=round(ended - self.clock0, 6),
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=-code if code is not None and code < 0 else None,
+            stdout=_text(self._out[0]), stderr=_text(self._err[0]),
+            stdout_bytes=self._out[1][0], stderr_bytes=self._err[1][0], timed_out=self.timed_out,
+            wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
+            wrapper_said=self._take_said(),
+        )
+
+    def _take_said(self) -> str:
+        log, self.wrapper_log = self.wrapper_log, None
+        return _said(log)
+
+
+def _said(log: int | None) -> str:
+    """The end of what a wrapper wrote to its own log (strace's warnings), "" without one; the fd is closed."""
+    if log is None:
+        return ""
+    try:
+        return _text(bytearray(os.pread(log, WRAPPER_SAID_CAP, max(0, os.fstat(log).st_size - WRAPPER_SAID_CAP))))
+    except OSError:
+        return ""
+    finally:
+        os.close(log)
+
+
+def describe_wrapper(wrap) -> str:
+    """A short name for what runs the target (the full strace command line is noise in a report)."""
+    if not wrap:
+        return ""
+    text = " ".join(wrap)
+    for option in wrap:
+        if option.startswith("inject="):
+            return f"strace {option.split(':', 1)[1]}"
+    return "strace (trace only)" if os.path.basename(wrap[0]) == "strace" else text
+
+
+def stop_all(runnings: list[Running]) -> None:
+    """End each invocation and its process group: SIGTERM to all, one grace period, then SIGKILL what is left."""
+    alive = [r for r in runnings if r.proc.poll() is None]
+    for running in alive:
+        running.signal_group(signal.SIGTERM)
+    grace_ends = time.monotonic() + GRACE
+    for running in alive:
+        running.wait(max(0.0, grace_ends - time.monotonic()))
+    for running in alive:
+        if running.proc.poll() is None:
+            running.signal_group(signal.SIGKILL)
+            running.wait(5)
+    for running in runnings:
+        running.signal_group(signal.SIGKILL)  # children left in the group
+
+
+def _text(data: bytearray) -> str:
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+class _Pump:
+    """One thread reads the stdout and stderr of every invocation, through a selector.
+
+    Why not two threads per invocation: starting 16 threads for a batch of 8 costs more than starting the
+    8 processes on a busy 2-core machine. Output beyond OUTPUT_CAP is read and counted, never kept, so a
+    target printing without end neither blocks nor fills memory.
+    """
+
+    _shared = None
+    _guard = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> "_Pump":
+        with cls._guard:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def __init__(self):
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, None)
+        self.pending: list = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._loop, daemon=True, name="clirace-output-pump").start()
+
+    def add(self, running: "Running") -> None:
+        with self.lock:
+            if running.terminal is not None:  # a pty: one stream, stdout and stderr merged
+                self.pending += [(os.fdopen(running.terminal, "rb", buffering=0, closefd=False), running._out,
+                                  running, False)]
+                running._open_streams = 1
+            else:
+                self.pending += [(running.proc.stdout, running._out, running, running.parked),
+                                 (running.proc.stderr, running._err, running, False)]
+        os.write(self.wake_w, b"\0")
+
+    def _loop(self) -> None:
+        while True:
+            for key, _ in self.selector.select():
+                if key.data is None:
+                    self._register_pending()
+                else:
+                    self._read(key)
+
+    def _register_pending(self) -> None:
+        try:
+            os.read(self.wake_r, 4096)
+        except BlockingIOError:
+            pass
+        with self.lock:
+            pending, self.pending = self.pending, []
+        for stream, sink, running, ready_byte in pending:
+            self.selector.register(stream.fileno(), selectors.EVENT_READ, [stream, sink, running, ready_byte])
+
+    def _read(self, key) -> None:
+        stream, (buffer, total), running, ready_byte = key.data
+        try:
+            chunk = os.read(key.fd, 65536)
+        except OSError:
+            chunk = b""
+        if chunk:
+            if ready_byte:  # the barrier shim's "ready", not the target's output
+                key.data[3] = False
+                chunk = chunk[1:]
+                running._ready.set()
+            total[0] += len(chunk)
+            room = OUTPUT_CAP - len(buffer)
+            if room > 0:
+                buffer.extend(chunk[:room])
+            return
+        self.selector.unregister(key.fd)
+        stream.close()
+        running._stream_closed()
+
+
+class Launcher:
+    """Starts invocations of one trial. `clock0` is the trial's time origin for the history."""
+
+    def __init__(self, env: dict[str, str], cwd: str, env_changes: dict[str, str], timeout: float,
+                 cgroup: str | None = None):
+        self.env = env
+        self.cwd = cwd
+        self.env_changes = env_changes
+        self.timeout = timeout
+        self.cgroup = cgroup  # the cgroup.procs file of the trial's cgroup, which every process joins
+        self.clock0 = time.monotonic()
+        _no_core_dumps()
+
+    def _popen(self, label, argv, extra_env, prefix=(), stdin=subprocess.DEVNULL, wrap=(), pty=False) -> Running:
+        marker = f"{os.getpid()}:{next(_ids)}"
+        env = {**self.env, **(extra_env or {}), INVOCATION_MARKER: marker}
+        parked = bool(prefix)
+        terminal = None
+        streams = dict(stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        take_terminal = join = None
+        if pty:
+            terminal, streams, take_terminal = _open_terminal()
+        if parked and self.cgroup:
+            prefix = (SH, "-c", _BARRIER_INTO, self.cgroup)
+        elif self.cgroup:
+            join = _joiner(self.cgroup)
+        apart, log = strace_apart(wrap)
+        try:
+            # A parallel batch goes without the parent-death signal: preexec_fn forces a fork of this whole
+            # interpreter per start, which would triple the batch's launch time; its processes are ended by the
+            # run's watchdog instead.
+            dies = None if parked else die_with_parent()
+            proc = subprocess.Popen([*prefix, *apart, *argv], env=env, cwd=self.cwd, start_new_session=True,
+                                    preexec_fn=_chain(join, dies, take_terminal), **streams)
+        except OSError as exc:
+            if exc.filename is None:  # not about the program or its directory: clirace's own trouble
+                if log is not None:
+                    os.close(log)
+                raise
+            proc, parked = _cannot_start([*wrap, *argv], exc, env), False
+            if terminal is not None:
+                os.close(terminal)
+                terminal = None
+        finally:
+            if pty:
+                os.close(streams["stdin"])  # the child has the terminal's other side now
+        running = Running(label, list(argv), {**self.env_changes, **(extra_env or {})}, self.cwd, proc, self.clock0,
+                          marker=marker, parked=parked, terminal=terminal)
+        running.wrapper = describe_wrapper(wrap) or ("on a pseudo-terminal (stdout and stderr merged)" if pty else "")
+        running.wrapper_log = log
+        _Pump.shared().add(running)
+        return running
+
+    def start(self, label: str, argv: list[str], extra_env: dict | None = None, timeout: float | None = None,
+              stdin=subprocess.DEVNULL, wrap=(), pty: bool = False) -> Running:
+        """Start one invocation now; with `pty`, on a pseudo-terminal of its own (for a real Ctrl-C)."""
+        running = self._popen(label, argv, extra_env, stdin=stdin, wrap=wrap, pty=pty)
+        running.started = time.monotonic()
+        running.deadline = running.started + (timeout or self.timeout)
+        return running
+
+    def run(self, label: str, argv: list[str], extra_env: dict | None = None, timeout: float | None = None,
+            wrap=()) -> Invocation:
+        return self.start(label, argv, extra_env, timeout, wrap=wrap).finish()
+
+    def start_together(self, jobs, timeout: float | None = None) -> list[Running]:
+        """Create every process first, wait until all are parked at the barrier, then release them at once.
+
+        jobs: (label, argv, extra env) or (label, argv, extra env, wrap), wrap being e.g. an strace prefix.
+        """
+        gate_r, gate_w = os.pipe()
+        runnings = []
+        try:
+            for label, argv, extra_env, *wrap in jobs:
+                runnings.append(self._popen(label, argv, extra_env, prefix=BARRIER,
+                                            stdin=gate_r, wrap=wrap[0] if wrap else ()))
+            deadline = time.monotonic() + 30
+            for running in runnings:
+                if not running._ready.wait(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError(f"{running.label} did not reach the start barrier within 30 s")
+        except BaseException:
+            os.close(gate_w)
+            stop_all(runnings)
+            raise
+        finally:
+            os.close(gate_r)
+        released = time.monotonic()
+        os.close(gate_w)  # every parked shim reads EOF at once and execs its target
+        for running in runnings:
+            running.started = released
+            running.deadline = released + (timeout or self.timeout)
+            running.batch = runnings
+        return runnings
+
+    def run_together(self, jobs) -> list[Invocation]:
+        runnings = self.start_together(jobs)
+        return [r.finish() for r in runnings]
+
+
+def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subprocess.Popen:
+    """A stand-in for a program that cannot be executed: it says why on stderr and exits as a shell would
+    (127 not found, 126 found but not executable), so the history records it like any failed invocation."""
+    code = 127 if isinstance(exc, FileNotFoundError) else 126
+    reason = f"clirace: cannot execute {argv[0]}: {exc.strerror or exc}"
+    if exc.filename and str(exc.filename) != argv[0]:
+        reason += f" ({exc.filename})"
+    return subprocess.Popen([SH, "-c", 'printf "%s\\n" "$1" >&2; exit "$2"', "clirace-exec", reason, str(code)],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def _chain(*steps):
+    """One preexec function that runs those given (None where none is)."""
+    steps = tuple(step for step in steps if step is not None)
+    if not steps:
+        return None
+
+    def run() -> None:
+        for step in steps:
+            step()
+    return run
+
+
+def _joiner(procs: str):
+    """A preexec function that moves the child into the cgroup whose cgroup.procs is `procs` ("0": the writer
+    itself). Failing to join must not stop the start."""
+    def join() -> None:
+        try:
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return join
+
+
+def _open_terminal():
+    """A new pseudo-terminal for one invocation: (master fd, Popen stream arguments, preexec function).
+
+    The child is a session leader (start_new_session) and makes the terminal its controlling one, so Ctrl-C
+    typed on it reaches its foreground process group as a real terminal would send it. Echo is off, so
+    what clirace types does not show up as the target's output."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ECHO
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+
+    def take_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return master, dict(stdin=slave, stdout=slave, stderr=slave), take_terminal
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent():
+    """A preexec_fn that has the kernel SIGKILL the child when clirace dies (PR_SET_PDEATHSIG), kept across
+    exec; None where prctl is not available. Set up here, in the parent, so that the child only makes the call.
+
+    Why: a SIGKILLed clirace runs no cleanup; its direct children (a parked holder, a read, a setup command)
+    would otherwise run on. The signal comes when the thread that started the child ends, which in clirace is
+    the thread that runs the trial and outlives its processes.
+    """
+    global _prctl
+    if _prctl is None:
+        try:
+            import ctypes
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+    if not _prctl:
+        return None
+    prctl, parent = _prctl, os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # clirace died before the call took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+    return preexec
+
+
+_prctl = None
+
+
+def _no_core_dumps() -> None:
+    """Crashing targets must leave no core dump, in the sandbox or (through a core_pattern pipe) outside it:
+    a soft RLIMIT_CORE of 0 in clirace, inherited by every process it starts."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        if soft != 0:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    except (ImportError, ValueError, OSError):
+        pass

@@ -1,0 +1,305 @@
+"""A rendezvous inside the race window, and how much a clean run proves.
+
+Random delays cannot cover the start spread of eight start-ups on two busy cores. Instead each of N parallel
+invocations runs under `commit_point_prefix` (run/stopper.py has the strace mechanism), which stops it after
+every call of a chosen set on its state (and lock) files; `Rendezvous` continues each stop at once until the
+invocation has *arrived* (`Arrival`): its state read is over. It waits until every live invocation has
+arrived, then lets them go on, together or one at a time:
+
+- an unlocked read-modify-write then loses updates by construction: every invocation has read the same
+  state before any of them writes, whatever the load and however far apart they started;
+- a correctly locked tool only costs the wait: the invocation holding the lock stops inside its critical
+  section, the others are blocked on the lock (or gave up) and never arrive.
+
+Where the read ends (scenarios/aim.py chooses it from a traced round): after the `count`-th close of a state
+fd or open that found no state (`ends="close"`), counted over every thread and process of the invocation,
+for a tool that reads its state through fds it closes before it locks or writes: a tool reading twice, Go's
+open/fstat/read/close on whatever thread, a libuv threadpool; or after its first read call of the state
+(`ends="read"`, the default) for one that keeps its reading fd open (jq) or locks before it reads.
+
+When to stop waiting: every live invocation has arrived; or at least one has, and every one still missing is
+*proven* blocked on a lock: the kernel lists it as waiting for one (/proc/locks), or its trace shows a lock
+call refused and it has used under `IDLE_SHARE` of a CPU for `settle` seconds since (polling the lock).
+Idleness alone proves nothing (Go parks its threads on futexes; a process waits for strace on a crowded
+CPU), so an invocation that is neither arrived nor proven blocked is waited for, up to `overall` seconds
+from the start (a cap, reported as such). An invocation that exits before arriving (refused by the lock,
+crashed) is not waited for.
+
+`checks._common.detection_bound` turns a clean run into a statement: which per-round failure rate it would
+have caught.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clirace.run import locking
+from clirace.run.observe import parse_line
+from clirace.run.procfs import stat_fields
+from clirace.run.stopper import (
+    POLL,
+    READ_CALLS,
+    STOPPED,
+    Continuer,
+    Stop,
+    StopLog,
+    cpu_ns,
+    ended,
+    lock_waiters,
+    path_forms,
+    require,
+    stop_prefix,
+)
+
+SETTLE = 0.3
+# A cap, not the usual cost: a locked tool is released `settle` after its holder arrives, because the others
+# are idle. Missing invocations that are still busy are waited for: under strace every syscall of a start-up
+# is a ptrace stop (--seccomp-bpf would avoid that, but strace 6.1 then injects no signal at all), and a
+# 1500-file start-up measured 0.03 s plain, 1.0 s traced; eight of those on two busy cores take seconds.
+OVERALL = 10.0
+# Share of one CPU above which a missing invocation counts as busy (still starting up). Measured under strace:
+# level3 polling its flock every 10 ms used 0.6% (tool and strace together); a start-up gets a fair share of
+# a core, 15% or more with a dozen runnable processes on two cores.
+IDLE_SHARE = 0.05
+PATIENCE = 1.0  # seconds to wait for every thread of a stopped invocation to join its stop
+CLOSE_CALLS = "open,openat,openat2,close"  # stopped at for ends="close": a close, or an open finding nothing
+
+
+def commit_point_prefix(trace_out: Path, paths: list[str], calls: str = READ_CALLS, cwd: str | None = None,
+                        also_trace: str = "") -> list[str]:
+    """strace arguments that stop an invocation just after each of its calls of `calls` on `paths` (the state,
+    and the lock files whose refusals prove it blocked); one trace file per process at `trace_out`.PID."""
+    return stop_prefix(trace_out, paths, calls, when="1+", cwd=cwd, also_trace=also_trace)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Where an invocation has arrived: just after its `count`-th end of a read of `state` (absolute paths).
+    Without `state`, at its first stop of any kind."""
+    state: frozenset[str] = frozenset()
+    ends: str = "read"  # "read": a read call on the state; "close": a close of a state fd, or an open of it that failed
+    count: int = 1
+
+    @classmethod
+    def of(cls, state: list[str], ends: str = "read", count: int = 1, cwd: str | None = None) -> "Arrival":
+        return cls(frozenset(state) | frozenset(path_forms(state, cwd)), ends, count)
+
+    def _on_state(self, line: str):
+        op = parse_line(line, "") if line != STOPPED else None
+        return op if op is not None and op.paths and op.paths[0] in self.state else None
+
+    def ends_read(self, line: str, opened: set[int]) -> bool:
+        """Whether the call on this line ends a read of the state. `opened`: the fds its opens of the state
+        returned (any thread's): a close ends a read only on one of those, not on another fd whose file now
+        bears the state's name (stdout redirected to a temp file that another invocation renamed onto it)."""
+        op = self._on_state(line)
+        if op is None:
+            return False
+        if self.ends == "close":
+            return (op.call == "close" and op.fd in opened) or (op.call in ("open", "openat", "openat2") and not op.ok)
+        return op.call in READ_CALLS.split(",")
+
+    def reached(self, log: StopLog) -> Stop | None:
+        """Call it while the process is stopped (`Rendezvous` does, once every thread has stopped): the stop it
+        arrived at, if its `count`-th read has ended by now, else None."""
+        if not self.state:
+            return log.stops[0] if log.stops else None
+        opened = {op.fd for events in log.events.values() for line in events
+                  if (op := self._on_state(line)) is not None and op.call in ("open", "openat", "openat2") and op.ok}
+        ends = [(pid, line) for pid, events in log.events.items() for line in events if self.ends_read(line, opened)]
+        return Stop(ends[-1][0], time.monotonic(), ends[-1][1]) if len(ends) >= self.count else None
+
+
+@dataclass
+class Member:
+    label: str
+    running: object  # launch.Running, or anything with `pid` (and `proc`)
+    log: StopLog
+    arrival: Arrival = field(default_factory=Arrival)
+    arrived: Stop | None = None
+    blocked: str = ""  # why it counts as blocked on a lock (it never arrived): the proof
+    refused_at: float | None = None  # when its trace first showed a lock call refused
+    exited_before: bool = False
+    _continued: dict = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
+    _stop_seen: float | None = None  # when a stop was first seen that not every thread has joined yet
+    _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
+    _cpu_at: float = 0.0
+    _cpu_changed: float = 0.0  # the end of the last window in which it was busy (used over IDLE_SHARE)
+
+
+@dataclass
+class Rendezvous:
+    """N invocations started under `commit_point_prefix(trace_dir / label, ...)`, released together.
+
+    Create it right after they were started (`launch.Launcher.start_together`); `wait_all_arrived()`, then
+    `release()`, then `close()` once they are finished (or use it as a context manager).
+    """
+    members: list[Member]
+    settle: float = SETTLE
+    overall: float = OVERALL
+    started: float = field(default_factory=time.monotonic)
+    released: float | None = None
+    timed_out: bool = False  # released before every live invocation had arrived
+    why: str = ""  # "all arrived", "the others blocked on the lock" or "overall cap"
+    continuer: Continuer | None = None
+
+    @classmethod
+    def of(cls, runnings, trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL,
+           arrival: Arrival | None = None) -> "Rendezvous":
+        require()
+        return cls([Member(r.label, r, StopLog(trace_dir / r.label), arrival or Arrival()) for r in runnings],
+                   settle, overall)
+
+    # ------------------------------------------------------------------------------------------- waiting
+    def wait_all_arrived(self) -> bool:
+        """Block until the release rule (module docstring) says go; True if every live invocation arrived."""
+        now = time.monotonic()
+        for member in self.members:
+            member._cpu, member._cpu_at, member._cpu_changed = self._cpu(member), now, now
+        next_idle_check = now
+        while True:
+            now = time.monotonic()
+            self._poll(now)
+            missing = [m for m in self.members if m.arrived is None and not m.exited_before]
+            if not missing:
+                self.why = "all arrived"
+                return True
+            if now - self.started >= self.overall:
+                self.timed_out, self.why = True, "overall cap"
+                return False
+            if now >= next_idle_check:
+                next_idle_check = now + self.settle / 10
+                self._note_cpu(missing, now)
+                waiting = lock_waiters()
+                if any(m.arrived for m in self.members) and all(self._blocked(m, waiting, now) for m in missing):
+                    self.timed_out, self.why = True, "the others blocked on the lock"
+                    return False
+            time.sleep(POLL)
+
+    def _poll(self, now: float) -> None:
+        for member in self.members:
+            member.log.poll()
+            if member.arrived is None and member.log.pending and self._all_stopped(member, now):
+                member.arrived = member.arrival.reached(member.log)
+                if member.arrived is None:  # not there yet: on to its next call
+                    member._continued, member._stop_seen = dict(member.log.stopped), None
+                    member.log.continue_pending()
+            if member.arrived is None:
+                if member.refused_at is None and _refused(member.log):
+                    member.refused_at = now
+                if not member.exited_before and ended(member.running):
+                    member.exited_before = True  # (refused by the lock, failed, or never stopped where aimed)
+
+    @staticmethod
+    def _all_stopped(member: Member, now: float) -> bool:
+        """Whether every live thread of the invocation has stopped since it was last continued. Only then are all
+        its calls so far in the trace, and only then may it be continued: SIGCONT discards the stop strace
+        queued for a call another thread was finishing meanwhile (two Go threads closing the state at once),
+        so a read that ended then would go unstopped. A thread that never joins within PATIENCE (a stuck
+        one) is not waited for."""
+        member._stop_seen = member._stop_seen or now
+        live = [tid for tid in member.log.pids() if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+        joined = all(member.log.stopped.get(tid, 0) > member._continued.get(tid, 0) for tid in live)
+        return joined or now - member._stop_seen >= PATIENCE
+
+    def _blocked(self, member: Member, waiting: set[int], now: float) -> bool:
+        """Whether a missing invocation is proven blocked on a lock (module docstring); says why in `blocked`."""
+        if waiting & {member.running.pid, *member.log.pids()}:
+            member.blocked = "the kernel lists it waiting for a lock (/proc/locks)"
+        elif (member.refused_at is not None and now - member.refused_at >= self.settle
+              and now - member._cpu_changed >= self.settle):
+            member.blocked = (f"its lock call was refused, and it used under {IDLE_SHARE:.0%} of a CPU for "
+                              f"{self.settle:g} s since (waiting to try again)")
+        else:
+            member.blocked = ""
+        return bool(member.blocked)
+
+    def _cpu(self, member: Member) -> int:
+        return sum(cpu_ns(pid) for pid in {member.running.pid, *member.log.pids()})
+
+    def _note_cpu(self, missing: list[Member], now: float) -> None:
+        for member in missing:
+            if now - member._cpu_at >= self.settle / 2:
+                used = self._cpu(member)
+                if (used - member._cpu) / 1e9 > IDLE_SHARE * (now - member._cpu_at):
+                    member._cpu_changed = now
+                member._cpu, member._cpu_at = used, now
+
+    # ------------------------------------------------------------------------------------------ release
+    def release(self) -> None:
+        """Continue every stopped invocation at once; later stops are continued as they come."""
+        for member in self.members:
+            member.log.poll()
+        self.released = time.monotonic()
+        self._continue_the_rest()
+
+    def _continue_the_rest(self) -> None:
+        """Continue every stop still pending, and from now on each later one as it comes, until all have ended."""
+        for member in self.members:
+            member.log.continue_pending()
+        self.continuer = Continuer([m.log for m in self.members],
+                                   lambda: all(ended(m.running) for m in self.members))
+
+    def release_in_turn(self, each: float = 5.0, in_turn: int = 8) -> None:
+        """Continue the first `in_turn` stopped invocations one at a time, in the order they arrived, each once
+        the one before has ended (or `each` seconds passed); then everything else together.
+
+        Why in turn: every one of them has read the same state. Released together, a tool whose lock comes
+        after its read (or fails fast, like an O_EXCL lock file) only collides on the lock; released in turn,
+        each takes the lock after the one before released it and writes back what it read before: the
+        updates of the ones before are lost, deterministically. A tool that locks before it reads has only one
+        invocation here (the others wait at the lock), and loses nothing.
+
+        Why only the first eight: two in turn already lose an update by construction; the turns are sequential,
+        so at 256 wide they took longer than ten minutes under strace on 2 loaded cores. The rest, released
+        together, have read the same stale state too."""
+        for member in self.members:
+            member.log.poll()
+        self.released = time.monotonic()
+        released: list[Member] = []
+        for member in sorted((m for m in self.members if m.arrived), key=lambda m: m.arrived.at)[:in_turn]:
+            member.log.continue_pending()
+            released.append(member)
+            turn = Continuer([m.log for m in released], lambda m=member: ended(m.running))
+            deadline = time.monotonic() + each
+            while not ended(member.running) and time.monotonic() < deadline:
+                time.sleep(POLL)
+            turn.close()
+        self._continue_the_rest()
+
+    def close(self) -> None:
+        if self.continuer is None:
+            self.release()
+        self.continuer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---------------------------------------------------------------------------------------- the record
+    @property
+    def arrived(self) -> list[str]:
+        return [m.label for m in self.members if m.arrived]
+
+    def record(self) -> dict:
+        """What the rendezvous saw, as plain data for the trial's facts (times in s from its start)."""
+        at = lambda t: round(t - self.started, 4)  # noqa: E731
+        return {
+            "arrived": {m.label: {"after_s": at(m.arrived.at), "pid": m.arrived.pid, "call": m.arrived.call[:200]}
+                        for m in self.members if m.arrived},
+            "exited_before_arriving": [m.label for m in self.members if m.exited_before],
+            "blocked": {m.label: m.blocked for m in self.members if m.arrived is None and m.blocked},
+            "timed_out": self.timed_out, "why": self.why,
+            "released_after_s": at(self.released) if self.released is not None else None,
+            "late_stops_continued": len(self.continuer.late) if self.continuer else 0,
+            "settle_s": self.settle, "overall_s": self.overall,
+        }
+
+
+def _refused(log: StopLog) -> bool:
+    """Whether the trace shows a lock call that did not take its lock (refused, or interrupted while waiting)."""
+    return any(line != STOPPED and (op := parse_line(line, "")) is not None and locking.asks(op) and not op.ok
+               for events in log.events.values() for line in events)
