@@ -14,7 +14,8 @@ Public API: `check`, `judge_history`, `load_spec`, `Result`, `SpecError`, `Clira
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from clirace.history.version import __version__ as __version__  # the one source: a leaf
+
 __all__ = ["check", "judge_history", "load_spec", "Result", "SpecError", "CliraceError"]
 
 

@@ -89,7 +89,7 @@ def snap(score, criterion, check_status, code):
 
 
 def test_diff_says_now_fails_where_the_check_went_from_pass_to_fail_and_never_score_score():
-    from clirace.report.compare import RENDERERS
+    from clirace.report.diff import RENDERERS
     from clirace.verdict.baseline import compare
     comparison = compare(snap(1, "pass", "pass", "CR901"), snap(0, "fail", "fail", "CR202"))
     cr901 = next(c for c in comparison.changes if c.subject == "CR901")
@@ -102,7 +102,7 @@ def test_diff_says_now_fails_where_the_check_went_from_pass_to_fail_and_never_sc
 
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown", "github"])
 def test_diff_says_its_verdict_on_the_first_line_in_every_format(fmt):
-    from clirace.report.compare import RENDERERS
+    from clirace.report.diff import RENDERERS
     from clirace.verdict.baseline import compare
     worse = RENDERERS[fmt](compare(snap(1, "pass", "pass", "CR901"), snap(0, "fail", "fail", "CR202")))
     same = RENDERERS[fmt](compare(snap(0, "fail", "fail", "CR202"), snap(0, "fail", "fail", "CR202")))

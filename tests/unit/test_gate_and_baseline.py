@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from clirace import cli
-from clirace.cli.pipeline import judge
+from clirace.cli.pipeline import judge, snapshot_of
 from clirace.history import ConfigSnapshot, KeysRound, LockConflict
 from clirace.history.vocab import ConfigFormat, EventKind
 from clirace.verdict import baseline, gate
@@ -113,8 +113,8 @@ def test_rounds_for_a_confidence_and_a_rate():
 
 
 def test_a_fix_is_fixed_with_its_bound_and_swapping_the_runs_is_a_regression():
-    before = baseline.of_result(judge(keys_history(3, 3)), "before.json")
-    after = baseline.of_result(judge(keys_history(0, 12)), "after.json")
+    before = snapshot_of(judge(keys_history(3, 3)), "before.json")
+    after = snapshot_of(judge(keys_history(0, 12)), "after.json")
     fixed = baseline.compare(before, after)
     cr111 = next(c for c in fixed.changes if c.subject == "CR111")
     assert cr111.status == "fixed" and not cr111.regression
@@ -129,8 +129,8 @@ def test_a_fix_is_fixed_with_its_bound_and_swapping_the_runs_is_a_regression():
 
 
 def test_a_finding_gone_because_its_check_did_not_decide_is_undecided_not_fixed():
-    before = baseline.of_result(judge(keys_history(1, 3)))
-    after = baseline.of_result(judge(history()))  # the keys workload did not run at all
+    before = snapshot_of(judge(keys_history(1, 3)))
+    after = snapshot_of(judge(history()))  # the keys workload did not run at all
     change = next(c for c in baseline.compare(before, after).changes if c.subject == "CR111")
     assert change.status == "undecided" and "did not decide" in change.detail
 

@@ -72,11 +72,12 @@ def test_runner_paths_are_shortened_and_controls_escaped():
 
 def test_the_gate_the_blockers_and_a_comparison_stay_safe_and_clirace_s_own_counts_plain():
     from clirace.report.markdown import plain_or_code
+    from clirace.cli.pipeline import snapshot_of
     from clirace.verdict import baseline
 
     result = hostile_result()
-    old = baseline.of_result(result, f"before-{HOSTILE[:40]}.json")
-    result.comparison = baseline.compare(old, baseline.of_result(result))
+    old = snapshot_of(result, f"before-{HOSTILE[:40]}.json")
+    result.comparison = baseline.compare(old, snapshot_of(result))
     result.comparison.notes.append("note " + HOSTILE)
     markdown = to_markdown(result)
     assert markdown.splitlines()[0].endswith("gate ❌ failed")

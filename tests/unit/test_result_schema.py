@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 
 from clirace import __version__
-from clirace.cli.pipeline import judge
+from clirace.cli.pipeline import judge, snapshot_of
 from clirace.report import to_json
 
 from ..conftest import run_clirace
@@ -37,8 +37,8 @@ def test_version_is_printed():
 def test_a_result_with_a_gate_and_a_baseline_and_a_list_of_them_validate(result_schema):
     from clirace.verdict import baseline, gate
     result = judge(hostile_history())
-    result.comparison = baseline.compare(baseline.of_result(judge(observed_counter_history())),
-                                         baseline.of_result(result))
+    result.comparison = baseline.compare(snapshot_of(judge(observed_counter_history())),
+                                         snapshot_of(result))
     result.gate = gate.evaluate(result, 2, True, result.comparison)
     data = json.loads(to_json([result, judge(observed_counter_history())]))
     jsonschema.Draft202012Validator(result_schema).validate(data)

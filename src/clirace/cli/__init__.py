@@ -127,9 +127,11 @@ def check(
                                 hint="Or compare saved results with `clirace diff OLD NEW`, one spec at a time.")
     needed = old = None
     if baseline is not None or confidence is not None:  # (baseline reads the checks' bounds: imported only here)
-        from clirace.verdict.baseline import load, rounds_for
+        from clirace.verdict.baseline import rounds_for
         needed = rounds_for(confidence, rate) if confidence is not None and rate is not None else None
-        old = load(baseline) if baseline is not None else None
+        if baseline is not None:
+            from clirace.cli.pipeline import load_baseline
+            old = load_baseline(baseline)
     outputs = _outputs(format, output, report, history, color)
     opts = Options(seed=seed, rounds=rounds, parallel=parallel, budget=budget, only=tuple(checks), keep=keep,
                    strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate,
@@ -152,9 +154,10 @@ def check(
 
 
 def _gate(result, min_score: int, exit_zero: bool, old, allow_undecided: bool = False) -> None:
+    from clirace.cli.pipeline import snapshot_of
     from clirace.verdict import baseline, gate
     if old is not None:
-        result.comparison = baseline.compare(old, baseline.of_result(result))
+        result.comparison = baseline.compare(old, snapshot_of(result))
     result.gate = gate.evaluate(result, min_score, exit_zero, result.comparison, allow_undecided)
 
 
@@ -190,7 +193,7 @@ def judge(
     from clirace.cli.pipeline import judge as judge_history
     from clirace.history import History
     from clirace.report._failed import Failed
-    from clirace.verdict.baseline import load
+    from clirace.cli.pipeline import load_baseline as load
 
     settings = _pyproject.find(Path.cwd())
     min_score = min_score if min_score is not None else settings.min_score or 0
@@ -226,8 +229,9 @@ def diff(
     """Compare two runs: each finding and criterion fixed, new, still or undecided, with the detection bound that
     makes "fixed" believable. Exit 1 on a regression (a new finding, a lower score, a criterion from pass to fail)."""
     from clirace.cli._outputs import parse_report
-    from clirace.report.compare import RENDERERS
-    from clirace.verdict.baseline import compare, load
+    from clirace.cli.pipeline import load_baseline as load
+    from clirace.report.diff import RENDERERS
+    from clirace.verdict.baseline import compare
 
     reports = tuple(parse_report(r, tuple(RENDERERS)) for r in report or ())
     outputs = _outputs(Format(format.value), output, None, None, Color("auto"))
@@ -260,7 +264,7 @@ def schema(
 
 def _version(value: bool) -> None:
     if value:
-        from clirace import __version__
+        from clirace.history.version import __version__
         print(f"clirace {__version__}")
         raise typer.Exit(errors.EXIT_OK)
 

@@ -6,6 +6,7 @@ saved history is re-judged without launching anything.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import shlex
 import signal
@@ -16,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clirace import __version__
+from clirace.history.version import __version__
 from clirace.checks import reference, registry
 from clirace.checks._observed import observed_lines
 from clirace.checks._plan import gaps
 from clirace.checks.findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
 from clirace.cli.options import Options  # noqa: F401 - re-exported: the options of a run
 from clirace.cli.validate import coverage
-from clirace.errors import InternalError, SpecError
+from clirace.errors import InternalError, SpecError, UsageError
 from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
 from clirace.history.vocab import Failure, Outcome
 from clirace.run import observe, services
@@ -31,9 +32,10 @@ from clirace.run.cleanup import isolation
 from clirace.run.launch import allow_width
 from clirace.run.sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
 from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
-from clirace.scenarios._box import shared_between_sandboxes
+from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
 from clirace.scenarios.plan import plan
 from clirace.spec import Spec
+from clirace.verdict.baseline import Snapshot, snapshot
 from clirace.verdict.rubric import Criterion, Score, criteria, load_section, score
 
 
@@ -148,7 +150,7 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
     try:
         ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
         if ctx.services is not None:
-            ctx.services.fill_template(workdir)
+            ctx.services.fill_template(workdir, run_template_setup)
         for stage in _stages(wanted, ctx.shard):
             stage_started = time.monotonic()
             shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
@@ -311,3 +313,37 @@ def judge(history: History) -> Result:
     if result.unfinished:
         result.notes.append(f"Not run to the end: {'; '.join(result.unfinished)}.")
     return result
+
+
+# A baseline (`check --baseline`, `diff`): a saved result, or a saved history judged again by this clirace.
+def snapshot_of(result: Result, source: str = "this run") -> Snapshot:
+    """A run as a baseline sees it: its JSON result (as_dict) read into a Snapshot."""
+    from clirace.report.jsonout import as_dict
+    return snapshot(as_dict(result), source)
+
+
+def load_baseline(path: Path) -> Snapshot:
+    """A saved JSON result or history (judged again by this clirace)."""
+    from clirace.errors import HistoryError
+    from clirace.history import FORMAT, MAX_BYTES, History
+
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+        data = json.loads(raw)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file.", hint="Give a saved JSON result or history.") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise UsageError(f"{path}: cannot read it as JSON ({str(exc)[:120]}).") from None
+    if isinstance(data, list) and len(data) == 1:  # `check --format json` over one spec in a list
+        data = data[0]
+    if isinstance(data, dict) and str(data.get("format", "")).startswith(FORMAT):
+        try:
+            return snapshot_of(judge(History.from_json(data, str(path))), str(path))
+        except HistoryError as exc:
+            raise UsageError(exc.paragraph()) from None
+    if isinstance(data, dict) and "error" in data and "score" not in data:
+        raise UsageError(f"{path}: the run it records did not finish ({data['error'].get('message', '')}).")
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a clirace JSON result or history (a JSON {type(data).__name__}).")
+    return snapshot(data, str(path))

@@ -625,7 +625,7 @@ class History:
 
 
 def _version() -> str:
-    from clirace import __version__
+    from clirace.history.version import __version__
     return __version__
 
 

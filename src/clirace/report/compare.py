@@ -1,8 +1,6 @@
-"""A baseline comparison (baseline.Comparison) as report lines, shared by every format, and `clirace diff`'s
-own output in text, JSON, Markdown and GitHub annotations."""
+"""A baseline comparison (baseline.Comparison) as report lines, shared by every format (`clirace diff`'s own
+output: diff.py)."""
 from __future__ import annotations
-
-import json
 
 from clirace.report._safe import clean
 
@@ -34,30 +32,3 @@ def summary(comparison) -> str:
 def verdict(comparison) -> str:
     return "regression" if comparison.regressions() else "no regression"
 
-
-def to_text(comparison) -> str:
-    rows = [f"clirace diff: {summary(comparison)}"]
-    for status, subject, detail in lines(comparison):
-        rows.append(f"  {status:9} {subject + ' ' if subject else ''}{clean(detail)}")
-    return "\n".join(rows) + "\n"
-
-
-def to_markdown(comparison) -> str:
-    from clirace.report.markdown import comparison_block
-    icon = "❌ regression" if comparison.regressions() else "✅ no regression"
-    return "\n".join([f"## clirace diff: {icon}", "", *comparison_block(comparison)]) + "\n"
-
-
-def to_github(comparison) -> str:
-    """The verdict first (an ::error on a regression, else a ::notice), then an ::error per regression."""
-    from clirace.report.github import _annotation, comparison_lines
-    first = _annotation("error" if comparison.regressions() else "notice", clean(summary(comparison)),
-                        title="clirace diff")
-    return "\n".join([first, *comparison_lines(comparison)[:-1]]) + "\n"  # (its last line is the summary again)
-
-
-def to_json(comparison) -> str:
-    return json.dumps({"verdict": verdict(comparison), **comparison.to_dict()}, indent=2)
-
-
-RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "github": to_github}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from clirace import __version__
+from clirace.history.version import __version__
 from clirace.report._failed import Failed
 from clirace.report._locate import display_path
 from clirace.report._safe import replay, status_value

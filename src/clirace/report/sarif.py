@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from clirace import __version__
+from clirace.history.version import __version__
 from clirace.report._failed import Failed
 from clirace.report._locate import located_findings
 from clirace.report._safe import clean, replay, spec_dir_of

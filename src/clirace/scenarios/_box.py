@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from clirace.errors import InternalError, SpecError
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
 from clirace.history.vocab import EventKind, Failure, Outcome
 from clirace.run import observe, safefs
@@ -47,6 +48,23 @@ class TrialFailed(Exception):
     def __init__(self, message: str, failure: Failure = Failure.TOOL):
         super().__init__(message)
         self.failure = failure
+
+
+def run_template_setup(spec: Spec, sandbox: Sandbox, served: Any, commands: Any) -> None:
+    """services.postgres.setup, run once against the template database as a trial's setup is run (the
+    servers take this from the pipeline: they know no scenario)."""
+    box = Box(spec, sandbox, random.Random(0), served)
+    try:
+        box.setup(commands)
+    except TrialFailed as exc:
+        if exc.failure is not Failure.SPEC:  # no answer (killed at its deadline), or the machine's doing
+            raise InternalError(f"services.postgres.setup, run once against the template database, could not be "
+                                f"carried out: {exc}; nothing was run", where=str(spec.path)) from None
+        raise SpecError(f"services.postgres.setup, run once against the template database: {exc}.",
+                        where=str(spec.path)) from None
+    finally:
+        box.end_all()
+        box.close()
 
 
 @dataclass

@@ -11,7 +11,6 @@ fails the gate (verdict/gate.py).
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,39 +69,6 @@ def snapshot(data: dict[str, Any], source: str) -> Snapshot:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{source}: not a clirace JSON result ({type(exc).__name__}: {exc}).",
                          hint="Give a file written by `clirace check --format json -o FILE` or `--history FILE`.") from None
-
-
-def of_result(result, source: str = "this run") -> Snapshot:
-    from clirace.report.jsonout import as_dict
-    return snapshot(as_dict(result), source)
-
-
-def load(path: Path) -> Snapshot:
-    """A saved JSON result or history (judged again by this clirace)."""
-    from clirace.cli.pipeline import judge
-    from clirace.errors import HistoryError
-    from clirace.history import FORMAT, MAX_BYTES, History
-
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-        data = json.loads(raw)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file.", hint="Give a saved JSON result or history.") from None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise UsageError(f"{path}: cannot read it as JSON ({str(exc)[:120]}).") from None
-    if isinstance(data, list) and len(data) == 1:  # `check --format json` over one spec in a list
-        data = data[0]
-    if isinstance(data, dict) and str(data.get("format", "")).startswith(FORMAT):
-        try:
-            return of_result(judge(History.from_json(data, str(path))), str(path))
-        except HistoryError as exc:
-            raise UsageError(exc.paragraph()) from None
-    if isinstance(data, dict) and "error" in data and "score" not in data:
-        raise UsageError(f"{path}: the run it records did not finish ({data['error'].get('message', '')}).")
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: not a clirace JSON result or history (a JSON {type(data).__name__}).")
-    return snapshot(data, str(path))
 
 
 @dataclass(frozen=True)

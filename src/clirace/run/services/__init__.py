@@ -12,15 +12,13 @@ DATABASE_URL, PGHOST, PGPORT, PGUSER and PGDATABASE.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clirace.errors import InternalError, SpecError
-from clirace.history.vocab import Failure
 from clirace.run import reap
 from clirace.run.services._pgwire import PgError
 from clirace.run.services._resp import RedisError
@@ -29,6 +27,9 @@ from clirace.run.services.postgres import TEMPLATE, PostgresServer, PostgresTria
 from clirace.run.services.proxy import Proxy
 from clirace.run.services.redis import RedisTrial, ServiceFailed
 from clirace.spec import Spec
+
+if TYPE_CHECKING:
+    from clirace.run.sandbox import Sandbox
 
 __all__ = ["Services", "TrialServices", "ServiceFailed", "ServerError", "missing", "start", "stop"]
 
@@ -92,26 +93,18 @@ class Services:
     def for_trial(self, private: Path, marker: str) -> TrialServices:
         return TrialServices(self, private, marker)
 
-    def fill_template(self, workdir: Path) -> None:
-        """Run services.postgres.setup once, against the template every trial's database is copied from."""
+    def fill_template(self, workdir: Path, run_setup: Callable[[Spec, Sandbox, Any, Any], None]) -> None:
+        """Run services.postgres.setup once, against the template every trial's database is copied from.
+        `run_setup(spec, sandbox, served, commands)` runs them as a trial's setup is run (the caller hands it
+        over: servers know no scenario) and raises SpecError when one fails."""
         commands = self.spec.services.postgres_setup if self.spec.services else ()
         if self.postgres is None or not commands:
             return
         from clirace.run.sandbox import Sandbox
-        from clirace.scenarios._box import Box, TrialFailed
         sandbox = Sandbox(workdir, "services-setup", self.spec.spec_dir)
-        box = Box(self.spec, sandbox, random.Random(0), _Template(self.postgres))
         try:
-            box.setup(commands)
-        except TrialFailed as exc:
-            if exc.failure is not Failure.SPEC:  # no answer (killed at its deadline), or the machine's doing
-                raise InternalError(f"services.postgres.setup, run once against the template database, could not be "
-                                    f"carried out: {exc}; nothing was run", where=str(self.spec.path)) from None
-            raise SpecError(f"services.postgres.setup, run once against the template database: {exc}.",
-                            where=str(self.spec.path)) from None
+            run_setup(self.spec, sandbox, _Template(self.postgres), commands)
         finally:
-            box.end_all()
-            box.close()
             sandbox.remove()
 
     def stop(self) -> None:
