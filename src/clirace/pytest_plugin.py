@@ -284,5 +284,5 @@ def clirace(request):
         try:
             return _Outcome(_run_once(request.config, path.resolve(), **_options(request.config, **options)))
         except CliraceError as exc:
-            raise _with_location(exc)
+            raise _with_location(exc)  # noqa: B904 - the same error, re-raised with its location in str()
     return run

@@ -252,7 +252,7 @@ def test_an_orphan_that_cleared_its_environment_dies_with_a_killed_clirace(stage
 def test_the_next_run_ends_an_orphan_that_cleared_its_environment_when_the_watchdog_was_killed_too(tmp_path,
                                                                                                   no_leftovers):
     spec = tmp_path / "linger.yaml"  # a setup command that leaves its orphan, then sleeps: the trial stays
-    spec.write_text(ORPHANS.read_text().replace('  timeout: 5s\n', f'  timeout: 90s\nsetup: [["linger"]]\n')
+    spec.write_text(ORPHANS.read_text().replace('  timeout: 5s\n', '  timeout: 90s\nsetup: [["linger"]]\n')
                     .replace("{spec_dir}", str(ORPHANS.parent)))
     proc = start_clirace(no_leftovers, spec)
     try:

@@ -22,7 +22,7 @@ def round_of(*traces, kind=CounterRound):
     """A traced round: one trace per invocation (inc-0, inc-1, ...), every invocation exiting 0."""
     labels = [f"inc-{n}" for n in range(len(traces))]
     return kind(workload="w", amplified=True, sandbox=SB, invocations=tuple(inv(label) for label in labels),
-                traces={label: trace for label, trace in zip(labels, traces)})
+                traces={label: trace for label, trace in zip(labels, traces, strict=False)})
 
 
 def excl(path, ret="3"):

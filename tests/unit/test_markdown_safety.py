@@ -71,8 +71,8 @@ def test_runner_paths_are_shortened_and_controls_escaped():
 
 
 def test_the_gate_the_blockers_and_a_comparison_stay_safe_and_clirace_s_own_counts_plain():
-    from clirace.report.markdown import plain_or_code
     from clirace.cli.pipeline import snapshot_of
+    from clirace.report.markdown import plain_or_code
     from clirace.verdict import baseline
 
     result = hostile_result()

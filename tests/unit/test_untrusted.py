@@ -65,7 +65,7 @@ def test_a_saved_history_with_invalid_text_judges_and_renders_in_every_format(tm
     saveable(h).save(tmp_path / "h.json")
     result = judge(History.load(tmp_path / "h.json"))
     assert result.verdicts["lock-error-structured"].status == "fail"
-    for name, render in RENDERERS.items():
+    for _name, render in RENDERERS.items():
         render(result).encode("utf-8")  # printable as it is: no lone surrogate survives the load
 
 

@@ -50,7 +50,7 @@ def test_no_workload_is_not_applicable():
 
 def keys_trial(text, oks, fmt="json", round_=0):
     ks = {f"set-{i}": (f"k{i}", f"v{i}") for i in range(len(oks))}
-    invs = tuple(inv(label, 0 if ok else 1) for label, ok in zip(ks, oks))
+    invs = tuple(inv(label, 0 if ok else 1) for label, ok in zip(ks, oks, strict=False))
     return KeysRound(round=round_, invocations=invs, keys=ks,
                      config=ConfigSnapshot("c", ConfigFormat(fmt), "{key}", text))
 

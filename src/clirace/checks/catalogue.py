@@ -5,7 +5,7 @@ Findings, the lock-error reader and the scorer all read these; none of them impo
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ def rubric_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "rubric"  # a source checkout or editable install
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_section(name: str = "s15") -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((rubric_dir() / f"{name}.yaml").read_text())
     return data

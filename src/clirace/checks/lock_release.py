@@ -73,7 +73,7 @@ def check(history: History) -> Verdict:
             unknown.append(f"error: the holder was expected to fail but ended with {holder.ending()}")
             continue
         if holder.timed_out and way in SIGNAL_NAMES:
-            again = f"; the same in a second run" if len(runs[way]) > 1 else ""
+            again = "; the same in a second run" if len(runs[way]) > 1 else ""
             findings.append(finding("CR305", trial, ["holder"], "exit soon after the signal", holder.ending() + again,
                                     seconds=f"{trial.signal_wait:g}", signal=SIGNAL_NAMES[way]))
             continue

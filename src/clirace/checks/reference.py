@@ -183,7 +183,7 @@ def _where_keys_are(trial: KeysRound, key: str) -> str:
     """What the spec's lookup found instead, so the user sees how to fix config.key or read."""
     config = trial.config
     if config is None:
-        get = trial.invocation(f"get-{next(l for l, (k, _) in trial.keys.items() if k == key)[4:]}")
+        get = trial.invocation(f"get-{next(label for label, (k, _) in trial.keys.items() if k == key)[4:]}")
         return f"the read command printed {get.printed(120) if get else 'nothing (it never ran)'}"
     if config.text is None:
         return f"{config.path} does not exist ({config.why_none}); is config.path the file the tool writes?"

@@ -16,7 +16,6 @@ import sys
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 import typer.core
@@ -191,9 +190,9 @@ def judge(
     """Judge a saved history again, without launching anything (exit status as `check`'s)."""
     from clirace.cli import _pyproject
     from clirace.cli.pipeline import judge as judge_history
+    from clirace.cli.pipeline import load_baseline as load
     from clirace.history import History
     from clirace.report._failed import Failed
-    from clirace.cli.pipeline import load_baseline as load
 
     settings = _pyproject.find(Path.cwd())
     min_score = min_score if min_score is not None else settings.min_score or 0
@@ -441,7 +440,7 @@ def init(
     print(f"next: edit it, then `clirace validate {path}` and `clirace check {path}`")
 
 
-def _outputs(format: Format, output: Optional[Path], report: Optional[List[str]], history: Optional[Path],
+def _outputs(format: Format, output: Path | None, report: list[str] | None, history: Path | None,
              color: Color):
     from clirace.cli._outputs import Outputs, parse_report
 

@@ -110,7 +110,7 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
             how = "interrupted" if code == errors.EXIT_INTERRUPTED else "terminated"
             print(f"clirace: {how}; children ended and " + (f"sandboxes kept in {kept}." if kept else
                   removal(seen.get("h"))), file=sys.stderr)
-            raise typer.Exit(code)
+            raise typer.Exit(code) from None
     return items
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clirace.history.version import __version__
 from clirace.checks import reference, registry
 from clirace.checks._observed import observed_lines
 from clirace.checks._plan import gaps
@@ -26,6 +25,7 @@ from clirace.cli.options import Options  # noqa: F401 - re-exported: the options
 from clirace.cli.validate import coverage
 from clirace.errors import InternalError, SpecError, UsageError
 from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
+from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
 from clirace.run import observe, services
 from clirace.run.cleanup import isolation

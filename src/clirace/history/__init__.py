@@ -612,9 +612,9 @@ class History:
             return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
                        options=_decode(RunOptions, data.get("options"), "$.options"),
                        environment=_decode(Environment, data.get("environment"), "$.environment"),
-                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),
+                       trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),  # noqa: UP007
                        not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"),
-                       plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),
+                       plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),  # noqa: UP007
                        stopped=_decode(str, data.get("stopped", ""), "$.stopped"))
         except _Bad as bad:
             raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
@@ -724,7 +724,7 @@ def _decode(tp: Any, value: Any, at: str) -> Any:
             return tuple(_decode(args[0], v, f"{at}[{n}]") for n, v in enumerate(value))
         if len(value) != len(args):
             raise _Bad(at, f"a list of {len(args)}", value)
-        return tuple(_decode(a, v, f"{at}[{n}]") for n, (a, v) in enumerate(zip(args, value)))
+        return tuple(_decode(a, v, f"{at}[{n}]") for n, (a, v) in enumerate(zip(args, value, strict=False)))
     if origin is dict:
         key_type, value_type = typing.get_args(tp)
         if not isinstance(value, dict):

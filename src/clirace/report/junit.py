@@ -83,7 +83,7 @@ def _suite(result) -> ET.Element:
         ET.SubElement(case, "skipped", message=clean(verdict.line()))
     else:
         ET.SubElement(case, "system-out").text = clean(verdict.why)
-    for c, status in zip(result.criteria, statuses):
+    for c, status in zip(result.criteria, statuses, strict=False):
         case = ET.SubElement(suite, "testcase", classname=f"clirace.{clean(name)}", name=c.id, time="0")
         if status == "fail":
             first = c.findings[0] if c.findings else None

@@ -272,7 +272,7 @@ class _Pump:
     _guard = threading.Lock()
 
     @classmethod
-    def shared(cls) -> "_Pump":
+    def shared(cls) -> _Pump:
         with cls._guard:
             if cls._shared is None:
                 cls._shared = cls()
@@ -287,7 +287,7 @@ class _Pump:
         self.lock = threading.Lock()
         threading.Thread(target=self._loop, daemon=True, name="clirace-output-pump").start()
 
-    def add(self, running: "Running") -> None:
+    def add(self, running: Running) -> None:
         with self.lock:
             if running.terminal is not None:  # a pty: one stream, stdout and stderr merged
                 self.pending += [(os.fdopen(running.terminal, "rb", buffering=0, closefd=False), running._out,

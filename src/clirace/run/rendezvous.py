@@ -82,7 +82,7 @@ class Arrival:
     count: int = 1
 
     @classmethod
-    def of(cls, state: list[str], ends: str = "read", count: int = 1, cwd: str | None = None) -> "Arrival":
+    def of(cls, state: list[str], ends: str = "read", count: int = 1, cwd: str | None = None) -> Arrival:
         return cls(frozenset(state) | frozenset(path_forms(state, cwd)), ends, count)
 
     def _on_state(self, line: str):
@@ -146,7 +146,7 @@ class Rendezvous:
 
     @classmethod
     def of(cls, runnings, trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL,
-           arrival: Arrival | None = None) -> "Rendezvous":
+           arrival: Arrival | None = None) -> Rendezvous:
         require()
         return cls([Member(r.label, r, StopLog(trace_dir / r.label), arrival or Arrival()) for r in runnings],
                    settle, overall)

@@ -53,10 +53,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from clirace.run import locking, observe
 from clirace.run.procfs import proc_locks, stat_fields

@@ -14,11 +14,11 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from clirace.errors import InternalError, SpecError
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
@@ -129,7 +129,7 @@ class Context:
                 errors.append(exc)
 
         # (No sweep of adopted orphans while they run: another trial's children look adopted too.)
-        threads = [threading.Thread(target=guarded, args=pair, daemon=True) for pair in zip(experiments, own)]
+        threads = [threading.Thread(target=guarded, args=pair, daemon=True) for pair in zip(experiments, own, strict=False)]
         try:
             for thread in threads:
                 thread.start()

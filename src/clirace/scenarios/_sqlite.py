@@ -101,7 +101,7 @@ def _dump(conn: sqlite3.Connection, limit: int) -> str:
         columns = [d[0] for d in cursor.description]
         rows = []
         for row in cursor:
-            record = {column: _plain(value) for column, value in zip(columns, row)}
+            record = {column: _plain(value) for column, value in zip(columns, row, strict=False)}
             size += len(json.dumps(record))
             if size > limit:
                 return _too_large(f"its tables hold more than {limit:,} bytes")

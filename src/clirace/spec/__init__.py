@@ -44,7 +44,7 @@ class OwnCommand:
     argv: Argv
 
 
-SetupCommand = Union[Argv, OwnCommand]  # a plain command is appended to tool.command
+SetupCommand = Union[Argv, OwnCommand]  # noqa: UP007 - a runtime alias; a plain command is appended to tool.command
 
 
 def words(command: SetupCommand | None) -> Argv:

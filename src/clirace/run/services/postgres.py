@@ -47,7 +47,7 @@ def binaries() -> tuple[str | None, str | None]:
     found = [shutil.which("initdb"), shutil.which("postgres")]
     for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version, reverse=True):
         found = [f or (os.path.join(folder, name) if os.access(os.path.join(folder, name), os.X_OK) else None)
-                 for f, name in zip(found, ("initdb", "postgres"))]
+                 for f, name in zip(found, ("initdb", "postgres"), strict=False)]
     return found[0], found[1]
 
 
@@ -131,7 +131,7 @@ class PostgresServer:
                 return Client(self.port, database, USER)
             except (OSError, PgError) as exc:
                 if time.monotonic() > deadline:
-                    raise ServiceFailed(f"postgres did not accept a connection within {READY_WITHIN:g}s ({exc})")
+                    raise ServiceFailed(f"postgres did not accept a connection within {READY_WITHIN:g}s ({exc})") from exc
             time.sleep(0.01)
 
     def url(self, database: str) -> str:
