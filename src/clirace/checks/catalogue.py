@@ -5,6 +5,7 @@ Findings, the lock-error reader and the scorer all read these; none of them impo
 from __future__ import annotations
 
 import json
+import string
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -40,3 +41,20 @@ def rule(code: str) -> dict[str, Any]:
 def lock_held_schema() -> dict[str, Any]:
     data: dict[str, Any] = json.loads((rubric_dir() / "lock_held.schema.json").read_text())
     return data
+
+
+# A code's lifecycle, as ruff keeps its rules': "stable"; "preview" (reported, its wording may still change);
+# "removed" (`retired: true`: kept so that the code is never reused, and never reported again).
+LIFECYCLES = ("stable", "preview", "removed")
+
+
+def lifecycle(code: str) -> str:
+    entry = rule(code)
+    return "removed" if entry.get("retired") else str(entry.get("lifecycle", "stable"))
+
+
+@cache
+def template_fields(code: str) -> frozenset[str]:
+    """The names a code's message template formats: a finding of that code must carry each in its args."""
+    return frozenset(name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(rule(code)["message"])
+                     if name)

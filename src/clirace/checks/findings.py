@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from clirace.checks.catalogue import rule
+from clirace.checks.catalogue import lifecycle, rule, template_fields
 
 
 class Status(str, Enum):
@@ -46,6 +46,21 @@ class Finding:
     code: str
     args: dict[str, Any] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=Evidence)
+
+    def __post_init__(self) -> None:
+        """A finding is checked against its catalogue entry when it is made, so that a code that does not exist
+        or was removed, or arguments its message template cannot be formatted with, fail in the check's tests
+        and not when a report renders."""
+        try:
+            removed = lifecycle(self.code) == "removed"
+        except KeyError:
+            raise ValueError(f"finding code {self.code} is not in the rule catalogue (rubric/rules.yaml)") from None
+        if removed:
+            raise ValueError(f"finding code {self.code} was removed from the rule catalogue; it is never reported")
+        missing = template_fields(self.code) - self.args.keys()
+        if missing:
+            raise ValueError(f"finding {self.code} lacks {', '.join(sorted(missing))}, which its message template "
+                             f"formats (rubric/rules.yaml)")
 
     @property
     def rule(self) -> dict[str, Any]:
