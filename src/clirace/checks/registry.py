@@ -55,8 +55,8 @@ class Experiment:
 
     @cached_property
     def criterion(self) -> str:
-        return next(c["id"] for level in load_section()["levels"] for c in level.get("criteria", [])
-                    if self.check in c["checks"])
+        return str(next(c["id"] for level in load_section()["levels"] for c in level.get("criteria", [])
+                        if self.check in c["checks"]))
 
     @cached_property
     def codes(self) -> tuple[str, ...]:

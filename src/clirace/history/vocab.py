@@ -9,7 +9,7 @@ from enum import Enum
 
 class _Word(str, Enum):
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
 
 class WorkloadKind(_Word):

@@ -138,7 +138,7 @@ def read(traces: Iterable[tuple[FileOp, ...]], ignore: tuple[str, ...] = ()) -> 
             lock_files.add(path)
         else:
             temps.add(path)
-    locked_state = set()
+    locked_state: set[str] = set()
     for path, lockers in kernel_locked.items():
         rewritten = any(path in written for written, _ in lockers)
         protects_another = any(written - {path} for written, _ in lockers)

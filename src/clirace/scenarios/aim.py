@@ -66,7 +66,7 @@ def _window(ops: tuple[FileOp, ...], state: set[str], reading: locking.Reading) 
     starts from empty)."""
     # A list, not a set: threads merged in the order their calls began can show a second open returning the fd
     # number before the first thread's close of it (Go's two loader goroutines); each close ends one read.
-    reads, open_fds = 0, []
+    reads, open_fds = 0, list[tuple[int, int | None]]()
     for _n, op in enumerate(ops):
         on_state = bool(op.paths) and op.paths[0] in state
         if reading.attempt(op):  # (an fd of the state opened only to be locked has read nothing yet)

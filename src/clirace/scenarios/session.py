@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clirace.history import SessionRun
+from clirace.history import OutputRun, SessionRun
 from clirace.run import observe
 from clirace.scenarios._box import Context
 from clirace.scenarios.workloads import DELAY_MS, run_outputs
@@ -40,7 +40,7 @@ def run(ctx: Context) -> None:
             box.fields.update(with_ids=with_ids, traced=ctx.strace,
                               temp_dirs=tuple(box.path(d) for d in session.temp_dirs),
                               reference=output.name if output is not None and session.run is None else "")
-            runs = {}
+            runs: dict[str, OutputRun] = {}
             for prefix in ("run", "again") if with_ids else ("run",):
                 runs |= run_outputs(ctx, box, command, prefix, session_flag=session.flag if with_ids else None,
                                     session_env=session.env if with_ids else None, wrap=wrap, session_ids=ids)

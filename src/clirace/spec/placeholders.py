@@ -6,6 +6,7 @@ and the names it could have meant.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 PATTERN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -39,5 +40,5 @@ def expand(template: str, values: dict[str, object]) -> str:
     return PATTERN.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
 
 
-def expand_all(argv, values: dict[str, object]) -> list[str]:
+def expand_all(argv: Iterable[str], values: dict[str, object]) -> list[str]:
     return [expand(arg, values) for arg in argv]
