@@ -124,8 +124,8 @@ def test_the_headline_names_what_stops_the_next_level_and_the_change_that_would_
     level1 = SECTION["levels"][1]["text"]
     assert s.level_text() == f"Level 1 in the rubric: {level1} (already met at level 2: lock-error-structured)"
     failed = verdicts()
-    failed["lock-error-structured"] = Verdict("lock-error-structured", "fail", "s",
-                                              [Finding("CR202", {}, Evidence(trial="lock-conflict: c (round 1)"))])
+    failed["lock-error-structured"] = Verdict("lock-error-structured", "fail", "s", [Finding(
+        "CR202", {"outcome": "exit 1", "printed": "Error"}, Evidence(trial="lock-conflict: c (round 1)"))])
     assert score(SECTION, criteria(SECTION, failed)).headline().startswith(
         "score 1/3: level 2 needs lock-error-structured (failed: CR202 lock-error-unstructured; fix: print {")
     assert score(SECTION, criteria(SECTION, verdicts())).headline() == "score 3/3: every criterion passed"
