@@ -157,8 +157,8 @@ def test_a_width_the_machine_cannot_open_files_for_is_refused_before_anything_ru
     limit, the width that fits and how to raise it, and no target is started (its setup would leave a file)."""
     marker = tmp_path / "started"
     spec = tmp_path / "tool.clirace.yaml"
-    spec.write_text("version: 1\ntool: {command: [sh, -c, 'touch %s; echo 1', sh]}\nworkloads:\n"
-                    "  - {kind: counter, run: [incr], read: [get]}\n" % marker)
+    spec.write_text(f"version: 1\ntool: {{command: [sh, -c, 'touch {marker}; echo 1', sh]}}\nworkloads:\n"
+                    "  - {kind: counter, run: [incr], read: [get]}\n")
     lower_then_run = ("import resource, sys; from clirace.cli import main; "
                       "resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)); sys.argv = ['clirace'] + sys.argv[1:]; "
                       "main()")

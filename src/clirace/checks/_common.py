@@ -206,7 +206,7 @@ def could_not_race(trial: Trial, prefix: str | None) -> str:
                 f"{meeting.why_released or '?'}")
     if prefix:
         done = sorted((inv for inv in trial.labelled(prefix) if succeeded(inv)), key=lambda inv: inv.started)
-        if not any(later.started < earlier.ended for earlier, later in zip(done, done[1:])):
+        if not any(later.started < earlier.ended for earlier, later in zip(done, done[1:], strict=False)):
             return f"{len(done)} invocation(s) exited 0" + (", none of them while another ran" if len(done) > 1 else "")
     return ""
 

@@ -63,25 +63,25 @@ SPECS_HELP = ("Spec files, or directories holding clirace.yaml or *.clirace.yaml
 
 @app.command(cls=_Command)
 def check(
-    specs: Optional[List[Path]] = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
+    specs: list[Path] | None = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
     format: Format = typer.Option("text", "--format", "--output-format", "-f", help=FORMAT_HELP),
-    min_score: Optional[int] = typer.Option(None, "--min-score", metavar="N", min=0, max=3, help=MIN_SCORE_HELP),
+    min_score: int | None = typer.Option(None, "--min-score", metavar="N", min=0, max=3, help=MIN_SCORE_HELP),
     exit_zero: bool = typer.Option(False, "--exit-zero", help=EXIT_ZERO_HELP),
     allow_undecided: bool = typer.Option(False, "--allow-undecided", help=ALLOW_UNDECIDED_HELP),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved --format json result or --history): each finding and criterion fixed, new, still or undecided; a regression fails the gate."),
-    confidence: Optional[float] = typer.Option(None, "--confidence", metavar="C", help="With --rate R: run enough rounds that a race showing in R of rounds would have shown with probability >= C (e.g. 0.99)."),
-    rate: Optional[float] = typer.Option(None, "--rate", metavar="R", help="See --confidence (e.g. 0.1: 44 rounds at 0.99)."),
-    seed: Optional[int] = typer.Option(None, "--seed", metavar="N", min=0, max=2**63 - 1, help="Seed for every random choice; printed with the result."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", metavar="N", min=1, max=100, help="Parallel rounds per workload (default: [tool.clirace] rounds, the spec's, else 3)."),
-    parallel: Optional[int] = typer.Option(None, "--parallel", metavar="N", min=2, max=256, help="Invocations per round (default: the spec's, else 8)."),
-    budget: Optional[float] = typer.Option(None, "--budget", min=1, max=3600, metavar="SECONDS", help="After the spec's rounds, keep adding rounds (at a rendezvous, or amplified) until this many seconds have gone on them, shared among the workloads: more rounds, a smaller detection bound."),
-    only: Optional[List[str]] = typer.Option(None, "--only", metavar="CHECK", help="Run only this check (repeatable); see `clirace checks`."),
-    shard: Optional[str] = typer.Option(None, "--shard", metavar="K/N", help="Run the K-th of N shares of the check (with the same --seed on every machine); join the shards' --history files with `clirace judge H1 H2 ...`."),
+    baseline: Path | None = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved --format json result or --history): each finding and criterion fixed, new, still or undecided; a regression fails the gate."),
+    confidence: float | None = typer.Option(None, "--confidence", metavar="C", help="With --rate R: run enough rounds that a race showing in R of rounds would have shown with probability >= C (e.g. 0.99)."),
+    rate: float | None = typer.Option(None, "--rate", metavar="R", help="See --confidence (e.g. 0.1: 44 rounds at 0.99)."),
+    seed: int | None = typer.Option(None, "--seed", metavar="N", min=0, max=2**63 - 1, help="Seed for every random choice; printed with the result."),
+    rounds: int | None = typer.Option(None, "--rounds", metavar="N", min=1, max=100, help="Parallel rounds per workload (default: [tool.clirace] rounds, the spec's, else 3)."),
+    parallel: int | None = typer.Option(None, "--parallel", metavar="N", min=2, max=256, help="Invocations per round (default: the spec's, else 8)."),
+    budget: float | None = typer.Option(None, "--budget", min=1, max=3600, metavar="SECONDS", help="After the spec's rounds, keep adding rounds (at a rendezvous, or amplified) until this many seconds have gone on them, shared among the workloads: more rounds, a smaller detection bound."),
+    only: list[str] | None = typer.Option(None, "--only", metavar="CHECK", help="Run only this check (repeatable); see `clirace checks`."),
+    shard: str | None = typer.Option(None, "--shard", metavar="K/N", help="Run the K-th of N shares of the check (with the same --seed on every machine); join the shards' --history files with `clirace judge H1 H2 ...`."),
     keep: bool = typer.Option(False, "--keep", help="Keep the sandboxes and print where they are."),
     no_strace: bool = typer.Option(False, "--no-strace", help="Do not use strace (file observation, crash injection)."),
-    history: Optional[Path] = typer.Option(None, "--history", metavar="PATH", help="Save the run's history here (re-judge with `clirace judge`); with several specs, a directory."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help=OUTPUT_HELP),
-    report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
+    history: Path | None = typer.Option(None, "--history", metavar="PATH", help="Save the run's history here (re-judge with `clirace judge`); with several specs, a directory."),
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="PATH", help=OUTPUT_HELP),
+    report: list[str] | None = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     color: Color = typer.Option("auto", "--color", help=COLOR_HELP),
@@ -176,14 +176,14 @@ def _exit_code(items, judged: bool = False) -> int:
 
 @app.command(cls=_Command)
 def judge(
-    histories: List[Path] = typer.Argument(..., metavar="HISTORY...", help="A history saved by `clirace check --history`, or the histories of every shard of one check (`--shard K/N`), joined into one verdict."),
+    histories: list[Path] = typer.Argument(..., metavar="HISTORY...", help="A history saved by `clirace check --history`, or the histories of every shard of one check (`--shard K/N`), joined into one verdict."),
     format: Format = typer.Option("text", "--format", "--output-format", "-f", help=FORMAT_HELP),
-    min_score: Optional[int] = typer.Option(None, "--min-score", metavar="N", min=0, max=3, help=MIN_SCORE_HELP),
+    min_score: int | None = typer.Option(None, "--min-score", metavar="N", min=0, max=3, help=MIN_SCORE_HELP),
     exit_zero: bool = typer.Option(False, "--exit-zero", help=EXIT_ZERO_HELP),
     allow_undecided: bool = typer.Option(False, "--allow-undecided", help=ALLOW_UNDECIDED_HELP),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved JSON result or history)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help=OUTPUT_HELP),
-    report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
+    baseline: Path | None = typer.Option(None, "--baseline", metavar="OLD", help="Compare with an earlier run (a saved JSON result or history)."),
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="PATH", help=OUTPUT_HELP),
+    report: list[str] | None = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     color: Color = typer.Option("auto", "--color", help=COLOR_HELP),
 ):
@@ -218,8 +218,8 @@ def diff(
     old: Path = typer.Argument(..., metavar="OLD", help="The earlier run: a saved JSON result (--format json) or history (--history)."),
     new: Path = typer.Argument(..., metavar="NEW", help="The later run, the same way."),
     format: DiffFormat = typer.Option("text", "--format", "--output-format", "-f", help="text, json, markdown or github."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="Write it to this file instead of stdout."),
-    report: Optional[List[str]] = typer.Option(None, "--report", metavar="FORMAT=PATH",
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="PATH", help="Write it to this file instead of stdout."),
+    report: list[str] | None = typer.Option(None, "--report", metavar="FORMAT=PATH",
                                                help="Also write FORMAT (text, json, markdown, github) to PATH "
                                                     "(repeatable; each file written atomically)."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even on a regression; the output still says it."),
@@ -359,7 +359,7 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
 
 @app.command(cls=_Command)
 def validate(
-    specs: Optional[List[Path]] = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
+    specs: list[Path] | None = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
     no_tool: bool = typer.Option(False, "--no-tool", help="Check the spec alone, not that the programs it names are "
                                  "installed (a pre-commit hook, a fresh clone: the pre-commit hook's default)."),
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
@@ -402,16 +402,16 @@ def validate(
 @app.command(cls=_Command)
 def init(
     path: Path = typer.Argument(Path("clirace.yaml"), metavar="PATH", help="Where to write the spec."),
-    example: Optional[str] = typer.Option(None, "--example", metavar="NAME", help="Start from a shipped example instead: "
+    example: str | None = typer.Option(None, "--example", metavar="NAME", help="Start from a shipped example instead: "
                                           "flock-counter, git-config, sqlite3, ... (`--example list` lists them)."),
-    probe: Optional[List[str]] = typer.Option(None, "--probe", metavar="COMMAND", help="A mutating command of the "
+    probe: list[str] | None = typer.Option(None, "--probe", metavar="COMMAND", help="A mutating command of the "
                                               "tool, e.g. \"mytool config set {key} {value}\" (repeatable): each is "
                                               "run once alone under strace and the spec written from what it did."),
-    read: Optional[str] = typer.Option(None, "--read", metavar="COMMAND", help="With --probe: a command printing the "
+    read: str | None = typer.Option(None, "--read", metavar="COMMAND", help="With --probe: a command printing the "
                                        "state (a counter, or {key}'s value)."),
-    setup: Optional[List[str]] = typer.Option(None, "--setup", metavar="COMMAND", help="With --probe: a command run "
+    setup: list[str] | None = typer.Option(None, "--setup", metavar="COMMAND", help="With --probe: a command run "
                                               "first in every sandbox (repeatable)."),
-    tool: Optional[str] = typer.Option(None, "--tool", metavar="COMMAND", help="With --probe: the words every "
+    tool: str | None = typer.Option(None, "--tool", metavar="COMMAND", help="With --probe: the words every "
                                        "command starts with, tool.command (default: the program alone)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
 ):
@@ -433,7 +433,7 @@ def init(
         except errors.SpecError as exc:  # written all the same: its NOT FOUND comments say what is missing
             print(f"clirace: {written} was written but does not validate yet (see its NOT FOUND comments): "
                   f"{exc.paragraph()}", file=sys.stderr)
-            raise typer.Exit(errors.EXIT_USAGE)
+            raise typer.Exit(errors.EXIT_USAGE) from None
         return
     for written in write_starter(path, example, force):
         print(f"wrote {written}")

@@ -10,7 +10,6 @@ silently.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -82,7 +81,7 @@ def _sqlite_query(path: Path) -> str:
                 cursor = db.execute(f'SELECT * FROM "{table}"')
                 columns = [d[0] for d in cursor.description]
                 for row in cursor.fetchall():
-                    cells = dict(zip(columns, row))
+                    cells = dict(zip(columns, row, strict=True))
                     k = next((c for c, v in cells.items() if v == key), None)
                     v = next((c for c, v in cells.items() if v == value), None)
                     if k and v:

@@ -103,7 +103,7 @@ def merge(histories: list[History], names: list[str]) -> History:
     if len(histories) == 1:
         return histories[0]
     shards: dict[str, str] = {}
-    for history, where in zip(histories, names):
+    for history, where in zip(histories, names, strict=True):
         if not history.options.shard:
             raise HistoryError("is not the history of a shard (`clirace check --shard K/N`): there is nothing to "
                                "join it with.", where=where, hint="Judge it alone: `clirace judge FILE`.")

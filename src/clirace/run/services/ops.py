@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 REDIS_READS = {"GET", "MGET", "HGET", "HMGET", "HGETALL", "HKEYS", "HVALS", "HEXISTS", "LRANGE", "LINDEX", "LLEN",
                "SMEMBERS", "SISMEMBER", "SCARD", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE", "EXISTS", "STRLEN",
@@ -73,6 +74,6 @@ def lock_call(service: str, words: tuple[str, ...] | list[str], sql: str) -> boo
     return redis_lock(words) if service == "redis" else bool(_PG_LOCK.search(sql))
 
 
-def lock_keys(ops: Iterable) -> set[str]:
+def lock_keys(ops: Iterable[Any]) -> set[str]:
     """The Redis keys a trial's clients set with NX: lock keys, not state."""
     return {key for op in ops if op.service == "redis" and redis_lock(op.words) for key in redis_keys(op.words)}
