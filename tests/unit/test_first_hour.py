@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from clirace.checks.catalogue import template_fields
 from clirace.cli.pipeline import judge
 
 from .histories import saveable
@@ -298,12 +299,12 @@ def test_every_registered_code_points_at_a_key_of_the_spec_never_at_line_1(tmp_p
     for code, rule in rules().items():
         if rule.get("retired"):
             continue
-        place = locator.place(rule["check"], Finding(code, {}, Evidence(trial="")))
+        place = locator.place(rule["check"], Finding(code, filled(code), Evidence(trial="")))
         assert (place.line, place.column) != (1, 1), code
     lines = LOCATED_SPEC.splitlines()
 
     def line(code, check, trial=""):
-        return locator.place(check, Finding(code, {}, Evidence(trial=trial))).line
+        return locator.place(check, Finding(code, filled(code), Evidence(trial=trial))).line
 
     def numbered(text):
         return lines.index(text) + 1
@@ -313,3 +314,8 @@ def test_every_registered_code_points_at_a_key_of_the_spec_never_at_line_1(tmp_p
     assert line("CR701", "hazards", "counter: counter#0 (round 1)") == numbered("workloads:") + 1
     assert line("CR702", "hazards", "keys: keys#2 (round 1)") == numbered("  - kind: keys")
     assert line("CR101", "counter", "counter: second (round 1)") == numbered("    name: second") - 1
+
+
+def filled(code: str) -> dict[str, str]:
+    """Arguments for every field the code's message template formats (a finding is checked when it is made)."""
+    return {name: "x" for name in template_fields(code)}

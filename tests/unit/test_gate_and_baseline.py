@@ -145,9 +145,9 @@ def test_a_code_the_check_never_examined_is_undecided_in_the_diff_not_fixed(monk
     torn = judge(history(*(unparseable_round(n) for n in range(3))))
     keys = torn.verdicts["keys"]
     assert [f.code for f in keys.findings] == ["CR113"] * 3 and set(keys.unexamined) == {"CR111", "CR112", "CR114"}
-    lost, clean = baseline.of_result(judge(keys_history(3, 3))), baseline.of_result(judge(keys_history(0, 3)))
+    lost, clean = snapshot_of(judge(keys_history(3, 3))), snapshot_of(judge(keys_history(0, 3)))
     for old in (lost, clean):
-        change = next(c for c in baseline.compare(old, baseline.of_result(torn)).changes if c.subject == "CR111")
+        change = next(c for c in baseline.compare(old, snapshot_of(torn)).changes if c.subject == "CR111")
         assert change.status == "undecided" and "did not examine it" in change.detail, change
     code, out, _ = run_main(monkeypatch, capsys, "diff", saved("clean", keys_history(0, 3)),
                             saved("torn", history(*(unparseable_round(n) for n in range(3)))))
@@ -164,8 +164,8 @@ def test_a_round_that_could_not_race_counts_in_no_bound_and_the_pass_says_so():
     assert keys.status == "pass" and keys.rates["rounds"] == 5 and keys.rates["racing_rounds"] == 3, keys.rates
     assert keys.rates["bound"] == baseline.detection_bound(3, 0)
     assert "2 of 5 rounds could not race" in keys.summary and "1 invocation(s) exited 0" in keys.summary, keys.summary
-    before = baseline.of_result(judge(keys_history(3, 3)))
-    after = baseline.of_result(judge(history(alone, one_after_another)))
+    before = snapshot_of(judge(keys_history(3, 3)))
+    after = snapshot_of(judge(history(alone, one_after_another)))
     change = next(c for c in baseline.compare(before, after).changes if c.subject == "CR111")
     assert change.status == "undecided" and "0 of 2 now, 0 of which raced" in change.detail, change
 

@@ -2,6 +2,7 @@
 import pytest
 
 from clirace.checks import REGISTRY
+from clirace.checks.catalogue import template_fields
 from clirace.checks.findings import Evidence, Finding, Verdict
 from clirace.verdict.rubric import UNDECIDED_HINT, combine, criteria, load_section, rules, score
 
@@ -20,7 +21,7 @@ def verdict(check, status):
     if status == "pass":
         return Verdict(check, status, "s", read=("counter: counter (round 1)",))
     if status == "fail":
-        return Verdict(check, status, "s", [Finding(_failing_code(check), {}, Evidence(trial="counter: c (round 1)"))])
+        return Verdict(check, status, "s", [Finding(_failing_code(check), filled(_failing_code(check)), Evidence(trial="counter: c (round 1)"))])
     return Verdict(check, status, "s")
 
 
@@ -142,9 +143,9 @@ def test_a_verdict_cannot_fail_without_evidence_nor_pass_without_the_records_it_
     with pytest.raises(VerdictWithoutEvidence):
         Verdict("counter", "fail", "lost updates")  # no finding
     with pytest.raises(VerdictWithoutEvidence):
-        Verdict("counter", "fail", "lost updates", [Finding("CR101", {}, Evidence())])  # a finding seen nowhere
+        Verdict("counter", "fail", "lost updates", [Finding("CR101", filled("CR101"), Evidence())])  # a finding seen nowhere
     with pytest.raises(VerdictWithoutEvidence):
-        Verdict("lock-error-structured", "fail", "s", [Finding("CR906", {}, Evidence(trial="lock-release: x"))])  # advice
+        Verdict("lock-error-structured", "fail", "s", [Finding("CR906", filled("CR906"), Evidence(trial="lock-release: x"))])  # advice
     with pytest.raises(VerdictWithoutEvidence):
         Verdict("counter", "pass", "no update lost")  # on nothing
     assert Verdict("counter", "pass", "no update lost", read=("counter: counter (round 1)",)).read
@@ -155,3 +156,8 @@ def test_a_verdict_cannot_fail_without_evidence_nor_pass_without_the_records_it_
     monkeypatch.setitem(EXPERIMENTS, "counter", Experiment("counter", "workloads", passes_on_nothing))
     verdict = judge_all(history())["counter"]
     assert verdict.status == "unknown" and "VerdictWithoutEvidence" in verdict.clirace_failed
+
+
+def filled(code: str) -> dict[str, str]:
+    """Arguments for every field the code's message template formats (a finding is checked when it is made)."""
+    return {name: "x" for name in template_fields(code)}
