@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clirace.checks._common import detection_bound
+
 from ..conftest import ROOT
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
@@ -85,15 +87,23 @@ def test_a_check_sharded_over_the_matrix_and_joined_is_the_check_run_whole(tmp_p
                             timeout=120, env={**os.environ, "PATH": path,
                                               "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
     assert joined.returncode == 0, joined.stderr
-    whole = subprocess.run(["clirace", "check", "fixtures/loop/fixed.clirace.yaml", "--seed", "42", "--rounds", "40",
+    whole = subprocess.run(["clirace", "check", "fixtures/loop/waits.clirace.yaml", "--seed", "42", "--rounds", "40",
                             "--parallel", "2", "-q", "--format", "json", "-o", "whole.json"],
                            cwd=workspace, capture_output=True, text=True, timeout=600, env={**os.environ, "PATH": path})
     assert whole.returncode == 0, whole.stderr
     merged, single = _result(workspace / "clirace.json"), _result(workspace / "whole.json")
+    # Which rounds really raced (two successes at once, two at the rendezvous) is the machine's doing, in one run
+    # as in two shards; everything else the seed decides, so it is the same.
+    racing = merged["rates"]["keys"].pop("racing_rounds"), single["rates"]["keys"].pop("racing_rounds")
+    bounds = merged["rates"]["keys"].pop("bound"), single["rates"]["keys"].pop("bound")
     assert merged == single
     assert merged["rates"]["keys"]["rounds"] == 40 and merged["score"] == 1 and not merged["corruption"]
+    assert bounds == tuple(detection_bound(n, 0) for n in racing), (racing, bounds)
+    raced_alone = 0
     for shard in (1, 2):  # alone, each shard says the other's rounds are missing, never passed
         alone = json.loads(subprocess.run(["clirace", "judge", f"clirace-history-{shard}.json", "--exit-zero",
                                            "--format", "json"], cwd=workspace, capture_output=True, text=True,
                                           timeout=120, env={**os.environ, "PATH": path}).stdout)
         assert dict((c["id"], c["status"]) for c in alone["criteria"])["no-silent-corruption"] == "not_tested"
+        raced_alone += alone["checks"]["keys"]["rates"]["racing_rounds"]
+    assert racing[0] == raced_alone > 30, racing  # the joined bound counts every shard's racing rounds
