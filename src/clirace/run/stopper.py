@@ -516,6 +516,7 @@ class KillAfter:
         self.running, self.stops, self.meant, self.when = running, StopLog(prefix), meant, when
         self.killed: tuple[int, str] | None = None  # (thread, the call it was killed after)
         self.note = ""
+        self.continuer: Continuer | None = None
 
     def run(self, timeout: float, over: Callable[[], bool] | None = None) -> None:
         """Watch the invocation until it is killed or has ended (or `timeout`, or `over()` says the command it
@@ -553,9 +554,18 @@ class KillAfter:
                 continued, seen = dict(self.stops.stopped), None
                 self.stops.continue_pending()
         finally:
-            if self.killed is None:
-                self.stops.poll()
-                self.stops.continue_pending()
+            # The invocation's other processes must not stay stopped: a parent shell whose child was killed here
+            # sat in its stop until the invocation's deadline (11 s for `sh -c 'sed -i ...'`), and so read as
+            # timed out, no landed kill. Their later stops are continued as they come, until it has ended.
+            self.stops.poll()
+            self.stops.continue_pending()
+            if self.killed is not None:
+                self.continuer = Continuer([self.stops], lambda: ended(self.running) or time.monotonic() > deadline)
+
+    def close(self) -> None:
+        """Stop continuing the invocation's later stops (once it has ended); whatever is stopped is continued."""
+        if self.continuer is not None:
+            self.continuer.close()
 
     def log(self) -> str:
         if self.killed is None:

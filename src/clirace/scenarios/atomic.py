@@ -95,6 +95,7 @@ def _killed_just_after(box: Box, workload: Workload, point: KillPoint, path: Pat
         killer.run(box.spec.timeout)
     finally:
         box.finish(running)
+        killer.close()
         log.write_text(killer.log())
 
 
@@ -117,6 +118,7 @@ def _daemon_killed(box: Box, workload: Workload, point: KillPoint, path: Path, k
                 killer.run(box.spec.timeout, over=lambda: stopper.ended(running))
             finally:
                 box.finish(running)
+                killer.close()
                 log.write_text(killer.log())
         return
     argv = observe.kill_prefix(point.call, point.when, log, killing["path"], attach=pid)
