@@ -18,7 +18,7 @@ TRACED = observe.available()[0]  # session temp paths and kills mid-write need s
 @pytest.mark.timeout(180)
 def test_the_spec_runs_with_every_word_used_as_it_says(tmp_path):
     history = tmp_path / "history.json"
-    proc = run_clirace("check", SPEC, "--seed", "1", "--format", "json", "--history", history,
+    proc = run_clirace("check", SPEC, "--seed", "1", "--format", "json", "--history", history, "--allow-undecided",
                        *(arg for check in ("keys", "atomic-config-writes", "lock-wait-timeout", "session-isolation")
                          for arg in ("--only", check)), timeout=170)
     assert proc.returncode == 0, proc.stderr
