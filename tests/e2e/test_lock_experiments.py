@@ -119,3 +119,24 @@ def test_a_contender_with_no_key_of_its_own_whose_change_the_holder_undid_is_sil
     assert result["corruption"] and result["score"] == 0
     (loss,) = [f for f in result["checks"]["lock-excludes"]["findings"] if f["code"] == "CR209"]
     assert "theme holds" in loss["message"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("strace", [(), ("--no-strace",)], ids=["traced", "proc-only"])
+def test_a_contender_that_sleeps_its_lock_wait_and_prints_lock_held_is_undecided_never_passed(strace):
+    """Issue 25 item 1: its answer and its timing are a real lock wait's, but it slept instead of waiting."""
+    result = check_json(ADVERSARIAL / "lock-wait-sleeps" / "clirace.yaml", *FAST, *strace, "--only", "lock-wait-timeout")
+    verdict = result["checks"]["lock-wait-timeout"]
+    assert verdict["status"] == "unknown", verdict
+    assert "nothing showed it blocked on the held lock" in verdict["summary"], verdict["summary"]
+    assert "LOCK_HELD" in verdict["summary"] and not verdict["findings"], verdict
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("strace,seen", [((), "its trace shows"), (("--no-strace",), "woke")],
+                         ids=["traced", "proc-only"])
+def test_a_contender_polling_the_held_lock_through_its_wait_passes_lock_wait_timeout_on_that_evidence(strace, seen):
+    result = check_json(FIXTURES / "level3" / "clirace.yaml", *FAST, *strace, "--only", "lock-wait-timeout")
+    verdict = result["checks"]["lock-wait-timeout"]
+    assert verdict["status"] == "pass", verdict
+    assert "retrying the lock" in verdict["summary"] and seen in verdict["summary"], verdict["summary"]

@@ -186,10 +186,16 @@ def test_holder_ignoring_sigterm_fails():
     assert "CR305" in [f.code for f in lock_release.check(history(*trials)).findings]
 
 
-def waited(exit_code, ms, stdout=ENVELOPE, timed_out=False):
+POLLING = Watched(seconds=0.2, cpu_seconds=0.004, states=("S",), sleeping_in=("hrtimer_nanosleep",), wakes=14,
+                  blocked="process 7 kept {sandbox}/lock open, which another process held locked, and woke 14 times "
+                          "meanwhile: retrying the lock")
+
+
+def waited(exit_code, ms, stdout=ENVELOPE, timed_out=False, watched=POLLING, server_ops=()):
     return LockWait(invocations=(inv("alone", 0, ended=0.0), inv("contender", exit_code, stdout=stdout, ended=ms / 1000,
                                                                    timed_out=timed_out)),
-                    option="--lock-timeout 1000", wait_ms=1000, margin_ms=1000, limit_s=4.0)
+                    option="--lock-timeout 1000", wait_ms=1000, margin_ms=1000, limit_s=4.0, watched=watched,
+                    server_ops=server_ops)
 
 
 @pytest.mark.parametrize("case,status,code", [
@@ -204,6 +210,25 @@ def test_lock_wait(case, status, code):
     v = lock_wait.check(history(case))
     assert v.status == status
     assert [f.code for f in v.findings] == ([code] if code else [])
+
+
+def test_a_lock_wait_answer_passes_only_with_evidence_that_the_contender_was_blocked_on_the_lock():
+    """Issue 25 item 1: LOCK_HELD after the right time is what a tool that sleeps its wait prints too."""
+    v = lock_wait.check(history(waited(4, 1050)))
+    assert v.status == "pass" and "while it waited, process 7 kept {sandbox}/lock open" in v.summary, v
+    slept = Watched(seconds=1.0, cpu_seconds=0.002, states=("S",), sleeping_in=("hrtimer_nanosleep",), wakes=1)
+    for watched in (slept, None):  # idle without proof, or not watched at all (older histories)
+        v = lock_wait.check(history(waited(4, 1050, watched=watched)))
+        assert v.status == "unknown" and not v.findings, v
+        assert "nothing showed it blocked on the held lock" in v.summary and "What would decide it" in v.hint
+    assert "asleep in hrtimer_nanosleep" in lock_wait.check(history(waited(4, 1050, watched=slept))).summary
+    # A server that saw the contender ask for the lock again and again is proof enough.
+    tries = tuple(ServerOp("redis", f"127.0.0.1:{port}", at, ("SET", "lock", who, "NX", "PX", "30000"))
+                  for port, at, who in ((1, 0.1, "clirace-1"), (2, 0.3, "me"), (2, 0.6, "me")))
+    v = lock_wait.check(history(waited(4, 1050, watched=slept, server_ops=tries)))
+    assert v.status == "pass" and "asked the server for the lock 2 times" in v.summary, v
+    # Without proof, a wrong answer still fails: the evidence is needed to pass, not to fail.
+    assert [f.code for f in lock_wait.check(history(waited(4, 30, watched=None))).findings] == ["CR403"]
 
 
 def test_retry_hint_that_never_gets_through_fails():

@@ -236,3 +236,21 @@ def test_the_stopper_and_the_side_by_side_rule_read_locks_the_same_way():
                   excl("/var/tool/marker", "-1 EEXIST (File exists)"))
     # a temp file written outside the sandbox is shared too, but only the lock file was locked, not the marker
     assert observe.shared_paths(outside, SB) == ["/tmp/out", "/tmp/tmpk3j9x_2a", "/tmp/tool.lock"]
+
+
+NB_TRY = 'flock(3</sb/lock>, LOCK_EX|LOCK_NB) = -1 EAGAIN (Resource temporarily unavailable)'
+EXCL_TRY = 'openat(AT_FDCWD</sb>, "/sb/lock", O_WRONLY|O_CREAT|O_EXCL, 0644) = -1 EEXIST (File exists)'
+
+
+def test_a_lock_wait_is_seen_in_a_trace_by_its_retries_or_its_blocking_call_never_by_one_look():
+    """Issue 25 item 1: the lock-wait contender's trace of lock calls shows whether it waited for the lock."""
+    assert locking.waited_in_trace(ops(NB_TRY)) == ""  # one look, then a sleep: no wait
+    assert locking.waited_in_trace(ops(NB_TRY, EXCL_TRY)) == ""  # two looks are no loop
+    assert "3 tries at /sb/lock refused (flock)" in locking.waited_in_trace(ops(NB_TRY, NB_TRY, NB_TRY))
+    assert "3 tries at /sb/lock refused (openat)" in locking.waited_in_trace(ops(EXCL_TRY, EXCL_TRY, EXCL_TRY))
+    linked = 'link("/sb/lock.123", "/sb/config.lock") = -1 EEXIST (File exists)'
+    assert "tries at /sb/config.lock refused (link)" in locking.waited_in_trace(ops(linked, linked, linked))
+    cut = 'fcntl(3</sb/lock>, F_SETLKW, {l_type=F_WRLCK, l_whence=SEEK_SET, l_start=0, l_len=0}) = -1 EINTR ' \
+          '(Interrupted system call)'
+    assert "blocked in fcntl" in locking.waited_in_trace(ops(cut))
+    assert locking.waited_in_trace(ops('flock(3</sb/lock>, LOCK_UN) = 0', 'close(3</sb/lock>) = 0')) == ""

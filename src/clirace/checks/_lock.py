@@ -98,6 +98,16 @@ def waited(trial: LockConflict) -> tuple[str, str]:
         describe(trial.watched) if trial.watched else "not watched"
 
 
+def blocked_while_waiting(trial: LockWait) -> str:
+    """What shows the lock-wait contender blocked on the held lock while it waited ("" when nothing does): what
+    clirace saw as it waited (scenarios/lock.py Waiting: its lock call, its place among the kernel's waiters, a
+    retry loop on the locked file, the parked state it waited to lock, PostgreSQL's lock wait), or its lock
+    commands a server made wait or refused again and again. An answer alone is no proof: a tool that sleeps its
+    wait and then prints LOCK_HELD answers the same."""
+    proof = (trial.watched.blocked if trial.watched else "") or server_lock_wait(trial)
+    return proof.replace(trial.sandbox, "{sandbox}") if trial.sandbox else proof
+
+
 SERVER_LOCKS = re.compile(r"\bpg_(try_)?advisory(_xact)?_lock\s*\(|\bfor\s+(no\s+key\s+)?update\b", re.I)
 
 

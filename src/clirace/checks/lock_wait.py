@@ -5,6 +5,7 @@ from __future__ import annotations
 from clirace.checks._common import cut_short, finding, flaky, not_run_verdict, records
 from clirace.checks._lock import (
     UNHELD_HINT,
+    blocked_while_waiting,
     conflict_trial,
     contender_state,
     holder_gone,
@@ -14,11 +15,15 @@ from clirace.checks._lock import (
 )
 from clirace.checks.findings import FAIL, PASS, UNKNOWN, Finding, Verdict
 from clirace.checks.lockerror import printed_error
-from clirace.checks.timing import wait_bounds
+from clirace.checks.timing import describe, wait_bounds
 from clirace.history import History, LockConflict, LockWait
 from clirace.history.vocab import EventKind
 
 ID = "lock-wait-timeout"
+WAIT_HINT = ("What would decide it: the contender seen waiting for the lock while it waits, blocked in its lock call "
+             "(flock, fcntl F_SETLKW), listed among /proc/locks' waiters, polling the locked file (waking again and "
+             "again with it open), or a lock statement the server made wait. Run clirace where it can read the "
+             "contender's /proc entries; a tool that waits in none of these ways cannot be decided here.")
 
 
 def _never_waits(history: History) -> Verdict:
@@ -121,7 +126,13 @@ def _judged(trial: LockWait, history: History) -> Verdict:
         found = finding("CR404", trial, labels, f"at most {high_ms} ms", f"{elapsed_ms} ms", **common)
         return Verdict(ID, FAIL, found.message(), [found])
     assert printed.error is not None
-    return Verdict(ID, PASS, f"with {trial.option} the contender ended after {elapsed_ms} ms ({inv.ending()}) "
-                   f"with {printed.code}, retry_after_ms={printed.error['retry_after_ms']}, within {low_ms}-{high_ms} ms "
-                   f"(the wait, plus {trial.margin_ms} ms and {int(alone.duration * 1000)} ms, its time alone)",
-                   read=records([trial]))
+    answered = (f"with {trial.option} the contender ended after {elapsed_ms} ms ({inv.ending()}) with {printed.code}, "
+                f"retry_after_ms={printed.error['retry_after_ms']}, within {low_ms}-{high_ms} ms (the wait, plus "
+                f"{trial.margin_ms} ms and {int(alone.duration * 1000)} ms, its time alone)")
+    proof = blocked_while_waiting(trial)
+    if not proof:
+        seen = describe(trial.watched) if trial.watched else "it was not watched"
+        return Verdict(ID, UNKNOWN, f"could not decide: {answered}, but nothing showed it blocked on the held lock while "
+                       f"it waited ({seen}): a tool that sleeps through its wait and then prints LOCK_HELD answers the same",
+                       hint=WAIT_HINT)
+    return Verdict(ID, PASS, f"{answered}; while it waited, {proof}", read=records([trial]))

@@ -68,28 +68,38 @@ def settle(pids: Callable[[], list[int]], deadline: float, poll: float = 0.001) 
 
 
 class Usage:
-    """CPU used by a process group from now until `read()`, and its processes' states at that moment."""
+    """CPU used by a process group from now until `read()`, and its processes' states at that moment. `wrapper`:
+    clirace's own strace leading the group, left out; and since every call it traces stops the tool, which counts
+    as a wake, wakes are then no sign of a retry loop (the trace shows the retries themselves)."""
 
-    def __init__(self, pgid: int):
-        self.pgid = pgid
+    def __init__(self, pgid: int, wrapper: int | None = None):
+        self.pgid, self.wrapper = pgid, wrapper
         self.started = time.monotonic()
         self.cpu = self._cpu()
         self.switches = self._switches()
 
+    def _members(self) -> list[int]:
+        return [pid for pid in procfs.group(self.pgid) if pid != self.wrapper]
+
     def _cpu(self) -> int:
-        return sum(cpu_ns(pid) for pid in procfs.group(self.pgid))
+        return sum(cpu_ns(pid) for pid in self._members())
 
     def _switches(self) -> dict[int, int]:
-        return {pid: procfs.voluntary_switches(pid) for pid in procfs.group(self.pgid)}
+        return {pid: procfs.voluntary_switches(pid) for pid in self._members()}
 
     def read(self) -> Watched:
-        members = procfs.group(self.pgid)
+        members = self._members()
         states = tuple((procfs.stat_fields(pid)[:1] or ["?"])[0] for pid in members)
         wakes = sum(max(0, count - self.switches.get(pid, 0)) for pid, count in self._switches().items())
         return Watched(seconds=round(time.monotonic() - self.started, 3),
                        cpu_seconds=round(max(0, self._cpu() - self.cpu) / 1e9, 4), states=states,
                        sleeping_in=tuple(procfs.wchan(pid) for pid in members), wakes=wakes,
-                       blocked=blocked_on_lock(members, wakes))
+                       blocked=blocked_on_lock(self._looked(members, states), 0 if self.wrapper else wakes))
+
+    def _looked(self, members: list[int], states: tuple[str, ...]) -> list[int]:
+        """The members whose calls tell: one stopped by clirace's strace ("t") at a lock call's entry shows that
+        call in /proc whether or not it would block (a LOCK_NB try)."""
+        return [pid for pid, state in zip(members, states, strict=True) if state != "t"] if self.wrapper else members
 
 
 RETRY_WAKES = 10  # wakes over a follow (at least FOLLOW_MIN s) that make a sleeping process a retry loop, not a sleep

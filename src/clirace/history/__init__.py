@@ -358,6 +358,9 @@ class LockWait(LockTrial):
     wait_ms: int = 0
     margin_ms: int = 0  # before adding how long `alone` took
     limit_s: float = 0.0  # the contender's own deadline
+    # The contender from its start while the lock was held: the first look that showed it blocked on the lock
+    # (Watched.blocked), else the last look before it ended. None: older histories, which did not watch it.
+    watched: Watched | None = None
 
 
 @dataclass(frozen=True)

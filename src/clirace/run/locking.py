@@ -79,6 +79,28 @@ def takes(op: FileOp, kind: str | None = None) -> bool:
     return op.ok and asks(op, kind)
 
 
+RETRIES_SHOWN = 3  # refused tries at one lock that make a retry loop rather than one look at the lock
+_NON_BLOCKING = re.compile(r"\bLOCK_NB\b|\bF_(?:OFD_)?SETLK\b")
+
+
+def waited_in_trace(ops: Iterable[FileOp]) -> str:
+    """What the trace of a contender that ran while another held the lock shows of its waiting for that lock ("" when
+    nothing does): a blocking lock call (flock without LOCK_NB, F_SETLKW) that returned only with an error (its
+    timeout cut it short), or RETRIES_SHOWN or more refused tries at one lock (a retry loop: exclusive creates or
+    links refused with EEXIST, LOCK_NB or F_SETLK refused). One refused try and then a sleep shows neither."""
+    refused: dict[str, list[FileOp]] = {}
+    for op in ops:
+        if op.ok or not asks(op):
+            continue
+        if op.call in ("flock", "fcntl") and not _NON_BLOCKING.search(op.args):
+            return f"its trace shows it blocked in {op.call}({op.args}) until the call was cut short"
+        refused.setdefault(lock_path(op), []).append(op)
+    for path, tries in refused.items():
+        if len(tries) >= RETRIES_SHOWN:
+            return f"its trace shows {len(tries)} tries at {path} refused ({tries[0].call}): retrying the lock"
+    return ""
+
+
 def _content_written(ops: Iterable[FileOp]) -> tuple[set[str], set[str]]:
     """(files whose content the trace changed, files it removed or renamed away)."""
     written, gone = set(), set()

@@ -15,9 +15,9 @@ import signal
 import time
 
 from clirace.checks import timing
-from clirace.history import LockConflict, LockRelease, LockWait
+from clirace.history import FileOp, LockConflict, LockRelease, LockWait, Watched
 from clirace.history.vocab import CONFLICT_CODES, EventKind, HoldMode, Way
-from clirace.run import procfs
+from clirace.run import locking, observe, procfs
 from clirace.run.launch import Running
 from clirace.scenarios import effects
 from clirace.scenarios._box import Box, Context
@@ -69,11 +69,14 @@ class Stdin:
         return printed[-300:]
 
 
-def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: Stdin | None = None) -> str:
+def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: Stdin | None = None,
+           waiting: Waiting | None = None) -> str:
     """Follow a contender while the lock is held until it exits ("ended"), opens the parked state ("reached"), sits
-    asking on `stdin` ("asked"), or `seconds` pass ("running")."""
+    asking on `stdin` ("asked"), or `seconds` pass ("running"); looking meanwhile at what it `waiting` for."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if waiting is not None:
+            waiting.look()
         if running.poll() is not None:
             return "ended"
         if hold.reached_by(running.pid):
@@ -84,6 +87,40 @@ def _watch(box: Box, running: Running, hold: Holder, seconds: float, stdin: Stdi
             return "asked"
         time.sleep(POLL)
     return "running"
+
+
+class Waiting:
+    """What shows a contender blocked on the held lock while it waits, looked at every LOOK seconds from its start
+    (a contender asked to wait ends by itself, so it is looked at while it waits, not after): its lock call or its
+    place among the kernel's waiters, a retry loop on the locked file (timing.blocked_on_lock), the parked state
+    file it waits to lock (Holder.waiting_at_state), or PostgreSQL's lock wait. `watched` keeps the first look
+    that showed it blocked, else the last one; idle alone proves nothing (a sleep is idle too)."""
+    LOOK = 0.05
+
+    def __init__(self, box: Box, running: Running, hold: Holder, traced: bool = False):
+        self.box, self.running, self.hold = box, running, hold
+        self.usage = timing.Usage(running.pid, wrapper=running.pid if traced else None)
+        self.next = time.monotonic() + self.LOOK
+        self.watched: Watched | None = None
+
+    def look(self) -> None:
+        if (self.watched is not None and self.watched.blocked) or time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + self.LOOK
+        watched = self.usage.read()
+        if not [s for s in watched.states if s != "Z"]:  # it has ended: what was seen before stands
+            return
+        if not watched.blocked and (how := self.hold.waiting_at_state(self.running.pid)):
+            watched = dataclasses.replace(watched, blocked=how)
+        served = self.box.served
+        if not watched.blocked and served and served.postgres and (waits := served.postgres.lock_waits()):
+            watched = dataclasses.replace(watched, blocked=f"the server shows {waits[0]}")
+        self.watched = watched
+
+    def traced(self, ops: tuple[FileOp, ...]) -> None:
+        """Once it has ended: what its trace of lock calls shows, when nothing seen of it as it waited did."""
+        if (self.watched is None or not self.watched.blocked) and (proof := locking.waited_in_trace(ops)):
+            self.watched = dataclasses.replace(self.watched or Watched(seconds=0.0, cpu_seconds=0.0), blocked=proof)
 
 
 def _reads_stdin(pgid: int, pipe: str) -> bool:
@@ -222,12 +259,18 @@ def wait(ctx: Context) -> None:
             effects.state_before(box)  # after `alone`, whose change is already there
             with holder(box) as hold:
                 hold.start()
+                # Its lock calls traced, when strace can: a retry loop on a lock file shows in no /proc entry.
+                wrap = observe.lock_prefix(box.trace_dir / "contender") if ctx.strace else ()
                 running = box.start("contender", lock.contender, prefix=prefix, extra_env=env, timeout=limit,
-                                    **timeouts, **effects.values(box, "contender", lock.contender))
-                if _watch(box, running, hold, limit + 1) == "reached":
+                                    wrap=wrap, **timeouts, **effects.values(box, "contender", lock.contender))
+                waiting = Waiting(box, running, hold, traced=bool(wrap))
+                if _watch(box, running, hold, limit + 1, waiting=waiting) == "reached":
                     box.event(EventKind.STOPPED, "contender", "it had reached the state the holder was reading")
                     running.stop("sent by clirace once it had reached the state the holder was reading")
                 box.finish(running)
+                if wrap:
+                    waiting.traced(box.file_ops("contender"))
+                box.fields["watched"] = waiting.watched
                 _note_holder_gone(box, hold)
                 _let_holder_finish(box, hold)
             effects.read_back(box)
