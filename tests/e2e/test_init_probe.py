@@ -1,4 +1,4 @@
-"""`clirace init --probe` on the commands of four shipped examples (docs/examples): the spec it writes from one
+"""`clirace init --probe` on the commands of five shipped examples (docs/examples): the spec it writes from one
 observed run of each command validates, finds the lock and state the hand-written spec names, and, checked with
 the same seed and rounds, scores what the hand-written spec scores."""
 import json
@@ -24,6 +24,10 @@ CASES = {  # example -> (init --probe arguments, lines the probed spec must hold
                     'take: {path: "{home}/.gitconfig.lock", kind: exclusive-create}']),
     "jq-script": (["--tool", JQ, "--probe", JQ + " {key} {value}", "--setup", JQ + " theme dark"],
                   ['config: {path: "{home}/settings.json", format: json}', "# NOT FOUND: no lock call"]),
+    # rclone renames rclone.conf to .old, then its temp file onto rclone.conf; the key names a section
+    "rclone-config": (["--tool", "rclone config create", "--setup", "rclone config create first alias remote /srv",
+                       "--probe", "rclone config create {key} alias remote {value}"],
+                      ['config: {path: "{config_home}/rclone/rclone.conf", format: ini, key: "{key}.remote"}']),
     "sqlite3": (["--tool", "sqlite3", "--probe", f"{DB} 'UPDATE c SET n = n + 1;'", "--read", f"{DB} 'SELECT n FROM c;'",
                  "--setup", f"{DB} 'CREATE TABLE IF NOT EXISTS c(n INTEGER); INSERT INTO c SELECT 0 WHERE NOT "
                  "EXISTS (SELECT 1 FROM c);'"],
@@ -42,7 +46,7 @@ def score(spec) -> int:
 @pytest.mark.skipif(not observe.available()[0], reason="strace cannot trace here")
 @pytest.mark.parametrize("example", sorted(CASES))
 def test_a_probed_spec_validates_finds_the_lock_and_state_and_scores_as_the_hand_written_one(tmp_path, example):
-    needs = {"git-config": "git", "jq-script": "jq", "sqlite3": "sqlite3"}.get(example)
+    needs = {"git-config": "git", "jq-script": "jq", "rclone-config": "rclone", "sqlite3": "sqlite3"}.get(example)
     if needs and shutil.which(needs) is None:
         pytest.skip(f"{needs} is not installed")
     for companion in EXAMPLES.glob(f"{example}.*"):

@@ -357,46 +357,58 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
     print(as_text(code, width=width), end="")
 
 
+ValidateFormat = Enum("ValidateFormat", {name: name for name in ("text", "json")}, type=str)
+
+
 @app.command(cls=_Command)
 def validate(
     specs: list[Path] | None = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
     no_tool: bool = typer.Option(False, "--no-tool", help="Check the spec alone, not that the programs it names are "
                                  "installed (a pre-commit hook, a fresh clone: the pre-commit hook's default)."),
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
+    format: ValidateFormat = typer.Option("text", "--format", "--output-format", "-f", help="Format on stdout (or "
+                                          "-o): text, or json (per spec: valid, each criterion, the subcommands it "
+                                          "never runs, or the error)."),
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="PATH", help=OUTPUT_HELP),
+    report: list[str] | None = typer.Option(None, "--report", metavar="FORMAT=PATH",
+                                            help="Also write FORMAT (text or json) to PATH (repeatable; each file "
+                                                 "written atomically)."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a spec is not valid or lets nothing "
+                                   "be tested; the output still says it."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only one line per spec (valid or why not), not what "
-                               "each criterion will test."),
+                               "each criterion will test (text only)."),
 ):
     """Load specs as `check` would and say what each lets clirace test, and which subcommands its --help shows that
     the spec never runs; runs nothing of the tool but its --help, in a scratch home (nothing at all with
-    --no-tool). Exit 0 when every spec is valid and lets something be tested, 2 otherwise."""
+    --no-tool). Exit 0 when every spec is valid and lets something be tested (or --exit-zero), 2 otherwise."""
     from clirace.cli import _pyproject
-    from clirace.cli._unrun import lines as unrun_lines
-    from clirace.cli.validate import coverage, describe
+    from clirace.cli._outputs import parse_report
+    from clirace.cli.validate import FORMATS, render, validated
     from clirace.run.observe import available
-    from clirace.spec import load_spec
-    from clirace.spec._paths import shown_path
 
+    reports = tuple(parse_report(r, FORMATS) for r in report or ())
+    outputs = replace(_outputs(Format(format.value), output, None, None, Color("auto")), reports=reports)
     settings = _pyproject.find(Path.cwd())
     paths = _pyproject.expand(list(specs or settings.specs))
     if not paths:
         raise errors.UsageError("no spec given, and no [tool.clirace] specs in a pyproject.toml here or above.",
                                 hint="e.g. `clirace validate clirace.yaml`; `clirace init` writes a starter spec.")
-    strace = available()
-    failed = False
-    for path in paths:
-        try:
-            spec = load_spec(path, allow_outside_sandbox=allow_outside_sandbox, check_programs=not no_tool)
-        except errors.SpecError as exc:
-            print(f"clirace: {exc.paragraph()}", file=sys.stderr)
-            failed = True
-            continue
-        testable = any(c.testable for c in coverage(spec, strace))
-        print(f"{shown_path(path)}: " + ("valid" if testable else "valid, but nothing can be tested"))
-        if not quiet:
-            unrun = ["  subcommands: not looked for (--no-tool)"] if no_tool else unrun_lines(spec)
-            print("\n".join(describe(spec, strace) + unrun))
-        failed = failed or not testable
-    raise typer.Exit(errors.EXIT_USAGE if failed else errors.EXIT_OK)
+    with _pinned(outputs, []) as pinned:
+        strace = available()
+        wanted = {format.value, *(fmt for fmt, _ in reports)}
+        items = [validated(path, strace, no_tool, allow_outside_sandbox, "json" in wanted or not quiet)
+                 for path in paths]
+        for item in items:
+            if item.error is not None:
+                print(f"clirace: {item.error.paragraph()}", file=sys.stderr)  # said even when the report is a file
+        for fmt, path in reports:
+            pinned.destination("--report", path).write(render(items, fmt, quiet))
+        if output is not None:
+            pinned.destination("-o", output).write(render(items, format.value, quiet))
+        else:
+            sys.stdout.write(render(items, format.value, quiet, errors_too=format.value != "text"))
+    failed = not all(item.passed for item in items)
+    raise typer.Exit(errors.EXIT_USAGE if failed and not exit_zero else errors.EXIT_OK)
 
 
 @app.command(cls=_Command)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from clirace.spec import Spec, placeholders, words
@@ -119,21 +120,43 @@ def never_run(spec: Spec, paths: list[tuple[str, ...]]) -> list[tuple[str, ...]]
     return [p for p in paths if p[-1] not in READ_ONLY and not any(_runs(a, p) for a in argvs)]
 
 
-def lines(spec: Spec) -> list[str]:
-    """validate's lines on the subcommands: a warning per one never run, with the line that would run it."""
-    paths, why = seen_in_help(spec)
-    if paths is None:
-        return [f"  subcommands: none found ({why})"]
-    missing = never_run(spec, paths)
-    if not missing:
-        return [f"  subcommands: the spec runs every one the tool's --help shows that may change state ({len(paths)} "
-                "seen)"]
-    out = []
-    for path in missing[:MAX_SHOWN]:
+@dataclass(frozen=True)
+class Unrun:
+    """What validate found of the subcommands: how many its --help shows (None: none could be found, `why`
+    says why), and those the spec never runs."""
+    seen: int | None
+    never_run: list[tuple[str, ...]]
+    why: str = ""
+
+    def warning(self, path: tuple[str, ...]) -> str:
         shown = ", ".join(f'"{word}"' for word in path)
-        out.append(f"  warning: the spec never runs `{' '.join(path)}` (seen in --help): a change it makes without the "
-                   f"lock is not caught; add e.g. `lock.contender: [{shown}, ...]` (its arguments as its --help says), "
-                   "or a workload running it")
-    if len(missing) > MAX_SHOWN:
-        out.append(f"  warning: and {len(missing) - MAX_SHOWN} more subcommands the spec never runs")
+        return (f"the spec never runs `{' '.join(path)}` (seen in --help): a change it makes without the lock is not "
+                f"caught; add e.g. `lock.contender: [{shown}, ...]` (its arguments as its --help says), or a workload "
+                "running it")
+
+    def to_dict(self) -> dict:
+        return {"seen": self.seen, "why_none": self.why or None,
+                "never_run": [{"subcommand": " ".join(p), "warning": self.warning(p)} for p in self.never_run]}
+
+
+NOT_LOOKED = Unrun(None, [], "not looked for (--no-tool)")
+
+
+def unrun(spec: Spec) -> Unrun:
+    paths, why = seen_in_help(spec)
+    return Unrun(None, [], why) if paths is None else Unrun(len(paths), never_run(spec, paths))
+
+
+def lines(found: Unrun) -> list[str]:
+    """validate's lines on the subcommands: a warning per one never run, with the line that would run it."""
+    if found is NOT_LOOKED:
+        return [f"  subcommands: {found.why}"]
+    if found.seen is None:
+        return [f"  subcommands: none found ({found.why})"]
+    if not found.never_run:
+        return [f"  subcommands: the spec runs every one the tool's --help shows that may change state ({found.seen} "
+                "seen)"]
+    out = [f"  warning: {found.warning(path)}" for path in found.never_run[:MAX_SHOWN]]
+    if len(found.never_run) > MAX_SHOWN:
+        out.append(f"  warning: and {len(found.never_run) - MAX_SHOWN} more subcommands the spec never runs")
     return out

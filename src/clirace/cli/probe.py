@@ -23,6 +23,7 @@ from clirace.spec import placeholders
 
 PROBE_VALUES = {"key": "cliracek0", "value": "cliracev0", "i": "0", "item": "item0", "session_id": "probe0"}
 _SESSION = re.compile(r"(--[\w-]*session[\w-]*)(?:[ =]([A-Z_<>\[\]]+))?")
+_SERVER = re.compile(r"connect|server|socket", re.I)  # what a client says of a server it cannot reach
 _WAIT = re.compile(r"(--(?:lock-)?(?:wait|timeout|lock-timeout|wait-timeout)[\w-]*)(?:[ =]([A-Z_<>\[\]]+))?")
 
 
@@ -65,6 +66,8 @@ def _format(path: Path) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(("#", ";"))]
     if lines and all(re.match(r"^\[[^\]]+\]$|^[^=\s][^=]*=", line) for line in lines):
         return "ini"  # sections and key = value lines only (app.conf, .npmrc, .gitconfig)
+    if lines and all(re.match(r"^[^:\s]+:\S", line) for line in lines):
+        return "ini"  # name:value lines, no space after the colon (.htpasswd): YAML would read them as one string
     return ""
 
 
@@ -95,40 +98,25 @@ def _sqlite_query(path: Path) -> str:
 
 def _key_path(path: Path, fmt: str) -> str | None:
     """Where the probe's key landed in a json, yaml, toml or ini file, as config.key says it ("{key}",
-    "section.{key}"), or None when it is not found as a key."""
-    key = PROBE_VALUES["key"]
+    "section.{key}", "@{key}:registry", "{key}.remote"), or None when it is not found. The file is read by the
+    checks' own reader; the key is the path of names to the probe's value (else to a name holding the probe's
+    key), so that the spec names what the checks will read back."""
+    from clirace.spec import configfile
+
+    key, value = PROBE_VALUES["key"], PROBE_VALUES["value"]
     try:
-        text = path.read_text()
-        if fmt == "ini":
-            import configparser
-            parser = configparser.ConfigParser(interpolation=None, strict=False)
-            try:
-                parser.read_string(text)
-            except configparser.MissingSectionHeaderError:  # key = value lines without a section
-                pass
-            found = next((f"{section}.{{key}}" for section in parser.sections() if key in parser[section]), None)
-            return found or ("{key}" if re.search(rf"^\s*{key}\s*=", text, re.M) else None)
-        if fmt == "json":
-            data = json.loads(text)
-        elif fmt == "toml":
-            import tomllib
-            data = tomllib.loads(text)
-        else:
-            import yaml
-            data = yaml.safe_load(text)
+        data = configfile.parse(path.read_text(), fmt)
     except Exception:  # noqa: BLE001 - a file the probe cannot parse: said as NOT FOUND
         return None
-
-    def find(node, trail):
-        if isinstance(node, dict):
-            if key in node:
-                return ".".join([*trail, "{key}"])
-            for name, child in node.items():
-                found = find(child, [*trail, str(name)])
-                if found:
-                    return found
-        return None
-    return find(data, [])
+    named = sorted((p for p in configfile.key_paths(data) if any(key in part for part in p)), key=len)
+    values = {p: configfile.lookup(data, ".".join(p), fmt) for p in named}
+    holding = [p for p in named if not isinstance(values[p], dict) and value in str(values[p])]
+    ending = [p for p in named if key in p[-1]]
+    for found in holding or ending:
+        short = found[1:] if fmt == "ini" and found[0] == "DEFAULT" else found  # outside any section: no section
+        if configfile.lookup(data, ".".join(short), fmt) is not None:  # the name config.key will say reads back
+            return ".".join(part.replace(key, "{key}") for part in short)
+    return None
 
 
 def _placeholder(rel: str) -> str:
@@ -139,8 +127,9 @@ def _placeholder(rel: str) -> str:
     return "{sandbox}/" + rel
 
 
-def observe_once(program: list[str], args: list[str], setup: list[list[str]], timeout: float = 30) -> Observed:
-    """Run `program + args` once in a fresh sandbox (after `setup`, untraced) under strace; what it did."""
+def observe_once(program: list[str], args: list[str], setup: list[list[str] | str], timeout: float = 30) -> Observed:
+    """Run `program + args` once in a fresh sandbox (after `setup`, untraced: the tool's arguments, or a shell
+    command) under strace; what it did."""
     from clirace.run.sandbox import Sandbox, end_run, make_workdir
 
     workdir = make_workdir()
@@ -152,7 +141,8 @@ def observe_once(program: list[str], args: list[str], setup: list[list[str]], ti
         def expand(argv):
             return [placeholders.expand(a, values) for a in argv]
         for step in setup:
-            subprocess.run(expand(program + step), cwd=box.root, env=env, capture_output=True, timeout=timeout)
+            argv = ["sh", "-c", placeholders.expand(step, values)] if isinstance(step, str) else expand(program + step)
+            subprocess.run(argv, cwd=box.root, env=env, capture_output=True, timeout=timeout)
         prefix = box.private / "trace"
         started = time.monotonic()
         proc = subprocess.run(observe.trace_prefix(prefix, observe.FILE_CALLS + "," + observe.WRITE_CALLS)
@@ -170,12 +160,19 @@ def observe_once(program: list[str], args: list[str], setup: list[list[str]], ti
                 lock = (op.paths[0][len(root):], _kind(op))
                 if lock not in seen.locks:
                     seen.locks.append(lock)
-        seen.state = sorted(locking.state_files({"probe": ops}, str(box.root), ("io",), ("tmp", "run")))
+        state = locking.state_files({"probe": ops}, str(box.root), ("io",), ("tmp", "run"))
+        # A file renamed away as a backup, then replaced by a rename onto it (rclone: rclone.conf -> .old, temp ->
+        # rclone.conf), is the state all the same: the last rename put it there, and it is there at the end.
+        state |= {op.paths[1][len(root):] for op in ops if op.ok and op.call in locking.RENAMES and len(op.paths) >= 2
+                  and op.paths[1].startswith(root) and not op.paths[1][len(root):].startswith(("tmp/", "run/", "io/"))
+                  and (box.root / op.paths[1][len(root):]).is_file()}
+        seen.state = sorted(state)
         seen.formats = {rel: _format(box.root / rel) for rel in seen.state}
         seen.queries = {rel: _sqlite_query(box.root / rel) for rel, fmt in seen.formats.items() if fmt == "sqlite"}
         seen.keys = {rel: _key_path(box.root / rel, fmt) for rel, fmt in seen.formats.items() if fmt and fmt != "sqlite"}
         if proc.returncode != 0:
-            seen.note = f"it exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()[:200]}"
+            said = " ".join(proc.stderr.decode(errors="replace").split())  # one line: it goes in a YAML comment
+            seen.note = f"it exited {proc.returncode}: {said[:200]}"
         return seen
     finally:
         end_run(workdir)
@@ -212,7 +209,10 @@ def write_spec(path: Path, probes: list[str], read: str | None, setup: list[str]
     def after_tool(command: str) -> list[str]:
         words = shlex.split(command)
         return words[len(program):] if words[:len(program)] == program else words
-    setup_args = [after_tool(s) for s in setup]
+    def setup_step(command: str) -> list[str] | str:
+        # A command that does not start with the tool is the shell's (a file written first): a `sh` step.
+        return after_tool(command) if shlex.split(command)[:len(program)] == program else command
+    setup_args = [setup_step(s) for s in setup]
     seen = [observe_once(program, c[len(program):], setup_args) for c in commands]
     read_args = after_tool(read) if read else None
     here = str(path.parent.resolve()) + "/"
@@ -229,7 +229,7 @@ def _flow(argv) -> str:
     return json.dumps(list(argv))
 
 
-def _render(program: list[str], seen: list[Observed], read: list[str] | None, setup: list[list[str]],
+def _render(program: list[str], seen: list[Observed], read: list[str] | None, setup: list[list[str] | str],
             helptext: str) -> str:
     slowest = max(s.seconds for s in seen)
     out = ["# clirace spec written by `clirace init --probe` from one run of each command, alone, under strace.",
@@ -237,7 +237,7 @@ def _render(program: list[str], seen: list[Observed], read: list[str] | None, se
            "version: 1", "tool:", f"  command: {_flow(program)}",
            f"  timeout: {_duration(slowest, 10, 5)}   # GUESS: 10x the slowest run alone ({slowest:.2f}s)"]
     if setup:
-        out += ["setup:"] + [f"  - {_flow(s)}" for s in setup]
+        out += ["setup:"] + [f"  - {{sh: {json.dumps(s)}}}" if isinstance(s, str) else f"  - {_flow(s)}" for s in setup]
     out.append("workloads:")
     for s in seen:
         args = s.command[len(program):]
@@ -246,8 +246,15 @@ def _render(program: list[str], seen: list[Observed], read: list[str] | None, se
                    + (f"; {s.note}" if s.note else ""))
         out.append(f"  #   wrote: {', '.join(s.state) or 'nothing under the sandbox'}; locks: "
                    + (", ".join(f"{k} on {p}" for p, k in s.locks) or "none"))
+        if s.exit_code != 0 and not s.state:
+            out.append("  # NOT FOUND: the state it changes: it failed run alone and wrote nothing under the sandbox"
+                       + ("; it could not reach a server, which the probe does not start: declare it under services "
+                          "(postgres or redis: clirace starts one per trial, with its setup), hold its lock with "
+                          "lock.hold.take (pg-row, pg-advisory or redis-nx), and check the guesses below against a "
+                          "running server" if _SERVER.search(s.note) else ""))
         if {"key", "value"} <= words:
-            state = next((p for p in s.state if s.formats.get(p)), None)
+            state = next((p for p in s.state if s.keys.get(p) or s.queries.get(p)), None) or \
+                next((p for p in s.state if s.formats.get(p)), None)
             out += ["  - kind: keys", f"    run: {_flow(args)}"]
             if state:
                 fmt = s.formats[state]

@@ -6,11 +6,19 @@ the subcommands the spec never runs (cli/_unrun.py), the tool's --help.
 """
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from clirace.cli._unrun import NOT_LOOKED, Unrun, lines, unrun
+from clirace.errors import CliraceError, SpecError
+from clirace.history.version import __version__
+from clirace.report._failed import Failed
+from clirace.report.jsonout import failed_dict
 from clirace.run import services
-from clirace.spec import Spec, placeholders, words
+from clirace.spec import Spec, load_spec, placeholders, words
+from clirace.spec._paths import shown_path
 from clirace.verdict.rubric import load_section
 
 FULL, PARTIAL, NONE = "will test", "partly", "will not test"
@@ -153,3 +161,65 @@ def describe(spec: Spec, strace: tuple[bool, str]) -> list[str]:
     if not any(c.testable for c in cov) and not (spec.services and services.missing(spec)):
         lines.append("  nothing can be tested with this spec: add workloads, lock, or session (clirace init shows all)")
     return lines
+
+
+EXTENTS = {FULL: "full", PARTIAL: "partial", NONE: "none"}  # the JSON's words: stable, unlike the text's
+
+
+@dataclass
+class Validated:
+    """One spec as validate saw it: loaded (its coverage, its description, the subcommands it never runs) or
+    refused (`error`, as `check` reports a spec it cannot load)."""
+    path: str  # as given
+    error: CliraceError | None = None
+    coverage: list[Coverage] = field(default_factory=list)
+    described: list[str] = field(default_factory=list)
+    unrun: Unrun | None = None  # None: not looked for (only one line per spec was asked for)
+
+    @property
+    def testable(self) -> bool:
+        return any(c.testable for c in self.coverage)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.testable
+
+    def text(self, quiet: bool, errors_too: bool) -> list[str]:
+        """The text lines; the error of a refused spec only with `errors_too` (on stdout it went to stderr)."""
+        if self.error is not None:
+            return [f"clirace: {self.error.paragraph()}"] if errors_too else []
+        first = f"{shown_path(self.path)}: " + ("valid" if self.testable else "valid, but nothing can be tested")
+        return [first] if quiet else [first, *self.described, *(lines(self.unrun) if self.unrun else [])]
+
+    def to_dict(self) -> dict:
+        if self.error is not None:
+            return {"clirace_version": __version__, "spec": shown_path(self.path), "valid": False, "testable": False,
+                    "error": failed_dict(Failed(self.path, self.error))["error"]}
+        return {"clirace_version": __version__, "spec": shown_path(self.path), "valid": True,
+                "testable": self.testable,
+                "criteria": [{"id": c.criterion, "level": c.level, "extent": EXTENTS[c.extent], "how": c.how}
+                             for c in self.coverage],
+                "subcommands": self.unrun.to_dict() if self.unrun else None}
+
+
+def validated(path: Path, strace: tuple[bool, str], no_tool: bool, allow_outside_sandbox: bool,
+              subcommands: bool) -> Validated:
+    """Load `path` as `check` would and say what it lets clirace test; `subcommands`: read the tool's --help for
+    the ones the spec never runs (not with `no_tool`)."""
+    try:
+        spec = load_spec(path, allow_outside_sandbox=allow_outside_sandbox, check_programs=not no_tool)
+    except SpecError as exc:
+        return Validated(str(path), exc)
+    found = NOT_LOOKED if no_tool else unrun(spec) if subcommands else None
+    return Validated(str(path), None, coverage(spec, strace), describe(spec, strace), found)
+
+
+def render(items: list[Validated], fmt: str, quiet: bool, errors_too: bool = True) -> str:
+    """`items` in `fmt`: text, one block per spec; json, one object (several specs: a list), as `check`'s."""
+    if fmt == "json":
+        data = [item.to_dict() for item in items]
+        return json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
+    return "".join(line + "\n" for item in items for line in item.text(quiet, errors_too))
+
+
+FORMATS = ("text", "json")
