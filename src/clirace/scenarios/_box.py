@@ -31,6 +31,7 @@ from clirace.scenarios.plan import lock_commands_alone, workloads_for
 from clirace.spec import OwnCommand, Spec, Workload, placeholders
 
 HALT_WAIT = 10.0  # how long an interrupted run waits for the experiments beside it to stop (each at its next step)
+HALT_GIVE_UP = 60.0  # ... and for all of them together, at most: their processes are ended, each trial has a deadline
 
 
 def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
@@ -139,9 +140,13 @@ class Context:
             self.halt.set()  # or they go on starting processes and making sandboxes after its cleanup
             for box in list(self.live):
                 box.end_all()
+            # Each stops at its next step, its processes ended above. The run's cleanup must not begin while one
+            # still ends its trial (it writes the record and removes its sandbox): that cleanup once found a
+            # sandbox not empty. So all are waited for, up to HALT_WAIT at first and HALT_GIVE_UP in all.
+            started = time.monotonic()
             for thread in threads:
                 try:
-                    thread.join(HALT_WAIT)
+                    thread.join(max(HALT_WAIT, HALT_GIVE_UP - (time.monotonic() - started)))
                 except RuntimeError:  # not started: the interrupt came while they were being started
                     pass
             raise
@@ -162,6 +167,8 @@ class Context:
     @contextmanager
     def box(self, record: type[Trial], name: str, round_: int = 0, setup: Any = None) -> Iterator[Box]:
         """A fresh sandbox with setup done (the spec's, then `setup`); removed afterwards unless --keep."""
+        if self.halt.is_set():  # interrupted beside another experiment: make nothing the run's cleanup may be removing
+            raise KeyboardInterrupt
         sandbox = Sandbox(self.workdir, record.KIND, self.spec.spec_dir)
         root = sandbox.root
         served, broken = self._served(sandbox)
