@@ -1,6 +1,7 @@
 """How a path is shown in every output and error message: relative to the working directory when both are in
 the same tree (a spec found through [tool.clirace] from a subdirectory shows as ../clirace.yaml, as the user
-would type it), absolute when the only ancestor they share is / (a spec in /tmp seen from a checkout)."""
+would type it), absolute when the deepest ancestor they share is / or a top-level folder such as /tmp or /home
+(a spec in /tmp/x seen from a checkout in /tmp/y is not in the checkout's tree: ../x/spec.yaml would mislead)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,6 @@ def shown_path(path) -> str:
         cwd = os.getcwd()
     except OSError:  # the working directory was removed: nothing to be relative to
         return absolute
-    if os.path.commonpath([absolute, cwd]) == os.sep:
+    if len(os.path.commonpath([absolute, cwd]).strip(os.sep).split(os.sep)) <= 1:  # "/" or "/tmp": no shared tree
         return absolute
     return os.path.relpath(absolute, cwd)
