@@ -1,6 +1,7 @@
 """Builders for literal histories: the smallest records a check needs, written out in the test."""
 from __future__ import annotations
 
+from clirace.checks.catalogue import template_fields
 from clirace.history import Environment, Event, History, Invocation, RunOptions, Trial
 from clirace.history.vocab import EventKind
 
@@ -26,3 +27,8 @@ def history(*trials: Trial, strace: bool = True, only: tuple[str, ...] = ()) -> 
     return History(spec_path="tool.yaml", options=RunOptions(seed=1, only=only),
                    environment=Environment(strace=strace, strace_note="" if strace else "strace is not installed"),
                    trials=list(trials))
+
+
+def filled(code: str) -> dict[str, str]:
+    """Arguments for every field the code's message template formats (a finding is checked when it is made)."""
+    return {name: "x" for name in template_fields(code)}

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from clirace.checks.catalogue import template_fields
 from clirace.cli.pipeline import judge
 
-from .histories import saveable
+from .histories import filled, saveable
 from .hostile import hostile_history
 from .test_gate_and_baseline import keys_history, run_main
 
@@ -314,8 +313,3 @@ def test_every_registered_code_points_at_a_key_of_the_spec_never_at_line_1(tmp_p
     assert line("CR701", "hazards", "counter: counter#0 (round 1)") == numbered("workloads:") + 1
     assert line("CR702", "hazards", "keys: keys#2 (round 1)") == numbered("  - kind: keys")
     assert line("CR101", "counter", "counter: second (round 1)") == numbered("    name: second") - 1
-
-
-def filled(code: str) -> dict[str, str]:
-    """Arguments for every field the code's message template formats (a finding is checked when it is made)."""
-    return {name: "x" for name in template_fields(code)}

@@ -2,9 +2,10 @@
 import pytest
 
 from clirace.checks import REGISTRY
-from clirace.checks.catalogue import template_fields
 from clirace.checks.findings import Evidence, Finding, Verdict
 from clirace.verdict.rubric import UNDECIDED_HINT, combine, criteria, load_section, rules, score
+
+from .histories import filled
 
 SECTION = load_section("s15")
 ALL_CHECKS = [c for level in SECTION["levels"] for crit in level.get("criteria", []) for c in crit["checks"]]
@@ -156,8 +157,3 @@ def test_a_verdict_cannot_fail_without_evidence_nor_pass_without_the_records_it_
     monkeypatch.setitem(EXPERIMENTS, "counter", Experiment("counter", "workloads", passes_on_nothing))
     verdict = judge_all(history())["counter"]
     assert verdict.status == "unknown" and "VerdictWithoutEvidence" in verdict.clirace_failed
-
-
-def filled(code: str) -> dict[str, str]:
-    """Arguments for every field the code's message template formats (a finding is checked when it is made)."""
-    return {name: "x" for name in template_fields(code)}
