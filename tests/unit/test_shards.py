@@ -1,6 +1,7 @@
 """Shards of one check (`--shard K/N`) and their histories joined (`clirace judge H1 H2`), on literal histories:
 which parts a shard runs, what a shard alone says of the others' parts, and which histories are refused."""
 import dataclasses
+import sys
 
 import pytest
 
@@ -87,9 +88,9 @@ def test_fingerprints_change_with_the_spec_and_the_tool_script(tmp_path):
     spec, tool = tmp_path / "t.clirace.yaml", tmp_path / "tool.py"
     spec.write_text("version: 1\n")
     tool.write_text("print(1)\n")
-    before = shards.fingerprints(spec, ("{python}", "{spec_dir}/tool.py"), tmp_path)
+    before = shards.fingerprints(spec, (sys.executable, str(tool)), tmp_path)
     tool.write_text("print(2)\n")
-    after = shards.fingerprints(spec, ("{python}", "{spec_dir}/tool.py"), tmp_path)
+    after = shards.fingerprints(spec, (sys.executable, str(tool)), tmp_path)
     assert before[0] == after[0] and before[1] != after[1] and all(before)
 
 

@@ -34,7 +34,7 @@ from clirace.run.sandbox import end_adopted, end_run, make_workdir, sweep_leftov
 from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
 from clirace.scenarios.plan import plan
-from clirace.spec import Spec
+from clirace.spec import Spec, placeholders
 from clirace.verdict.baseline import Snapshot, snapshot
 from clirace.verdict.rubric import Criterion, Score, criteria, load_section, score
 
@@ -192,7 +192,8 @@ def _stages(wanted: set[str], shard: tuple[int, int] | None = None) -> list[tupl
 
 
 def _fingerprints(spec: Spec) -> dict[str, str]:
-    spec_sha256, tool_sha256 = shards.fingerprints(Path(spec.path), tuple(spec.command), spec.spec_dir,
+    command = placeholders.expand_all(spec.command, {"spec_dir": spec.spec_dir, "python": sys.executable})
+    spec_sha256, tool_sha256 = shards.fingerprints(Path(spec.path), tuple(command), spec.spec_dir,
                                                    spec.env.get("PATH"))
     return {"spec_sha256": spec_sha256, "tool_sha256": tool_sha256}
 

@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 from clirace.errors import HistoryError, UsageError
@@ -58,10 +57,10 @@ def _sha256(paths: list[Path]) -> str:
 
 def fingerprints(spec_path: Path, command: tuple[str, ...], spec_dir: Path, env_path: str | None = None) -> tuple[str, str]:
     """(the spec file's sha256, the tool's files' sha256): tool.command's program and every argument of it that
-    names a file (a script run by an interpreter), after {spec_dir} and {python}."""
-    expanded = [part.replace("{spec_dir}", str(spec_dir)).replace("{python}", sys.executable) for part in command]
+    names a file (a script run by an interpreter). `command` comes with {spec_dir} and {python} already expanded
+    (the caller's spec placeholders); an argument still holding a placeholder names no file yet."""
     files: list[Path] = []
-    for n, part in enumerate(expanded):
+    for n, part in enumerate(command):
         found = shutil.which(part, path=env_path or os.environ.get("PATH")) if n == 0 and "/" not in part else None
         candidate = Path(found) if found else (Path(part) if Path(part).is_absolute() else spec_dir / part)
         if "{" not in part and candidate.is_file():
