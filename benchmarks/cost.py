@@ -65,7 +65,7 @@ def _free_port() -> int:
 def tool_cpu_per_invocation(commands: list[list[str]], needs: str | None, repeats: int = 5) -> float:
     """The tool's own CPU per invocation: each command alone, `repeats` times, in a fresh HOME (and a Redis
     server of its own for the Redis twin, whose CPU is not counted: the check's servers are)."""
-    home = Path(tempfile.mkdtemp(prefix="clirace-cost-"))
+    home = Path(tempfile.mkdtemp(prefix="cost-"))
     server = None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIRACE", "XDG_"))}
     env.update(HOME=str(home), TMPDIR=str(home), XDG_CONFIG_HOME=str(home / ".config"),
@@ -127,7 +127,7 @@ def main() -> None:
         per_invocation = tool_cpu_per_invocation(commands(), needs)
         checks = []
         for _ in range(args.runs):
-            with tempfile.TemporaryDirectory(prefix="clirace-cost-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="cost-") as tmp:
                 checks.append(one_check(spec, Path(tmp)))
         cpu, wall = median([c["cpu"] for c in checks]), median([c["wall"] for c in checks])
         invocations = int(median([c["invocations"] for c in checks]))

@@ -103,7 +103,9 @@ def test_the_sweep_spares_what_no_record_says_clirace_made_and_says_so(tmp_path)
         "clirace-killed": f"{me} 1 running",  # an owner file that says a dead run: no record, so not trusted
         "clirace-1-abcdef": None,  # no owner file: pid 1 from the name, alive
         "clirace-999999999-kept": "",  # no owner file, not empty: a run that ended, kept with --keep
-        "clirace-999999999-empty": None,  # no owner file, empty: removing it changes nothing else
+        "clirace-999999999-0123456789abcdef": None,  # no owner file, empty: removing it changes nothing else
+        "clirace-999999999-empty": None,  # empty, but not named as clirace names a run's folder: a user's own
+        "clirace-cost-k1ww": None,  # a user's `mktemp -d /tmp/clirace-cost-XXXX`, empty while its check runs
         "clirace-999999999-said-nothing": "",  # an empty owner file, sandboxes in it
         "other-folder": f"{me} 1 running",  # not a clirace run folder
     }
@@ -114,17 +116,19 @@ def test_the_sweep_spares_what_no_record_says_clirace_made_and_says_so(tmp_path)
         elif owner == "":
             (tmp_path / name / "counter-x").mkdir()
     (tmp_path / "clirace-999999999-said-nothing" / OWNER).write_text("")
-    (tmp_path / ".clirace-999999999-gone.0123").mkdir(mode=0o300)  # empty, not listable
+    (tmp_path / ".clirace-999999999-0123456789abcdef.fedcba9876543210").mkdir(mode=0o300)  # empty, unlistable
     (tmp_path / ".clirace-1-live.0123").mkdir(mode=0o300)  # pid 1's: alive
     (tmp_path / "clirace-999999999-planted").symlink_to(tmp_path / "other-folder")
     swept = sweep_leftovers(tmp_path)
     assert sorted(swept["removed"]) == [str(tmp_path / name) for name in (
-        ".clirace-999999999-gone.0123", "clirace-999999999-empty")]
+        ".clirace-999999999-0123456789abcdef.fedcba9876543210", "clirace-999999999-0123456789abcdef")]
     assert sorted(os.listdir(tmp_path)) == [
-        ".clirace-1-live.0123", "clirace-1-abcdef", "clirace-999999999-kept", "clirace-999999999-planted",
-        "clirace-999999999-said-nothing", "clirace-killed", "clirace-live", "other-folder"]
+        ".clirace-1-live.0123", "clirace-1-abcdef", "clirace-999999999-empty", "clirace-999999999-kept",
+        "clirace-999999999-planted", "clirace-999999999-said-nothing", "clirace-cost-k1ww", "clirace-killed",
+        "clirace-live", "other-folder"]
     noted = " ".join(swept["left"])
-    for name in ("clirace-killed", "clirace-live", "clirace-999999999-said-nothing", "clirace-999999999-planted"):
+    for name in ("clirace-killed", "clirace-live", "clirace-999999999-said-nothing", "clirace-999999999-planted",
+                 "clirace-cost-k1ww"):
         assert f"{tmp_path / name}: " in noted, noted
 
 
@@ -275,7 +279,7 @@ def test_the_sweep_looks_in_tmp_too_where_a_servers_folder_is_made_whatever_tmpd
     elsewhere; a dead run's folder there is swept like one under TMPDIR."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
-    dead = Path("/tmp") / f"clirace-999999999-pg-{os.urandom(4).hex()}"  # no owner file, empty: killed early
+    dead = Path("/tmp") / f"clirace-999999999-pg-{os.urandom(8).hex()}"  # no owner file, empty: killed early
     dead.mkdir()
     try:
         assert tempfile.gettempdir() == str(tmp_path)

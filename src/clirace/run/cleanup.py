@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -476,6 +477,11 @@ def _remove_recorded(path: str, identity: str) -> str | None:
     return None if not os.path.lexists(path) else f"{path}: could not be removed whole"
 
 
+# What make_workdir names a run's folder (clirace-PID-[KIND-]HEX16) and its private one (.NAME.HEX16): only
+# an empty one of these whose pid is gone is removed; anything else named clirace-* is only reported.
+_RUN_NAME = re.compile(r"\.?" + re.escape(RUN_PREFIX) + r"[0-9]+-(?:[a-z]+-)?[0-9a-f]{16}(?:\.[0-9a-f]{16})?")
+
+
 def _note_unrecorded(base: str, removed: list, left: list, recorded: set) -> None:
     """What is named like a run's folder under `base` but has no record: reported, left alone."""
     try:
@@ -494,7 +500,7 @@ def _note_unrecorded(base: str, removed: list, left: list, recorded: set) -> Non
             continue
         if info.st_uid != os.getuid() or _alive(_pid_in(name.lstrip(".")) or "", None):
             continue  # another user's, or a running clirace's
-        if stat.S_ISDIR(info.st_mode):
+        if stat.S_ISDIR(info.st_mode) and _RUN_NAME.fullmatch(name):  # not a user's own mkdtemp clirace-x-XXXX
             try:
                 os.rmdir(entry.path)  # empty: a run killed before it made anything in it (or kept its record)
                 removed.append(entry.path)
