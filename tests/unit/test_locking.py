@@ -102,6 +102,19 @@ def test_a_temp_file_made_with_o_excl_is_no_lock():
     assert locking.read([left]).lock_files == frozenset()
 
 
+def test_temp_files_with_no_digit_in_their_random_tail_are_no_locks_when_their_siblings_show_the_pattern():
+    """About 8% of Python's tempfile names have no digit in their 8 random letters: alone, such a name reads like
+    a word (.lockfile), but one stem with a different tail per invocation is mkstemp's, not one lock's."""
+    def made_and_removed(path):
+        return ops(excl(path), f'unlink("{path}") = 0')
+    reading = locking.read([made_and_removed("/sb/home/.c.json.kqjxabcd"), made_and_removed("/sb/home/.c.json.wyzzpq_e")])
+    assert reading.lock_files == frozenset()
+    assert reading.temps == {"/sb/home/.c.json.kqjxabcd", "/sb/home/.c.json.wyzzpq_e"}
+    lock = made_and_removed("/sb/home/c.json.lockfile")  # one name, whoever makes it: a lock file
+    assert locking.read([lock, lock]).lock_files == {"/sb/home/c.json.lockfile"}
+    assert locking.read([lock]).lock_files == {"/sb/home/c.json.lockfile"}
+
+
 def test_a_failed_exclusive_create_of_a_marker_is_no_lock():
     marker = ops(excl("/sb/cache/.initialised", "-1 EEXIST (File exists)"))
     reading = locking.read([marker, marker])

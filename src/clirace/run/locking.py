@@ -44,6 +44,21 @@ _CONTENT_WRITES = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2
 # An exclusively created temp file: tmpXXXX, tmp_obj_XXXX, x.tmp, x-temp-1, or a random suffix (.name.k3j9x_2a).
 _TEMP_NAME = re.compile(r"^tmp|[._-]te?mp(?:[._-]|$)|(?<=[.-])(?=[A-Za-z0-9_]*[0-9])[A-Za-z0-9_]{6,10}$",
                         re.IGNORECASE)
+# A tail that may be random (.k3j9xabc): with no digit in it (8% of Python's tempfile names) the name alone cannot
+# tell it from a word (.lockfile), but two different tails after one stem in one folder are two temp files.
+_RANDOM_TAIL = re.compile(r"(?<=[.-])[A-Za-z0-9_]{6,10}$")
+
+
+def _random_siblings(paths: Iterable[str]) -> set[str]:
+    """The paths that share a folder and a stem with another path and differ from it only in a random-looking
+    tail: mkstemp's names, one per invocation (a lock file has one name, whoever makes it)."""
+    by_stem: dict[tuple[str, str], set[str]] = {}
+    for path in paths:
+        name = os.path.basename(path)
+        tail = _RANDOM_TAIL.search(name)
+        if tail:
+            by_stem.setdefault((os.path.dirname(path), name[:tail.start()]), set()).add(path)
+    return {path for group in by_stem.values() if len(group) >= 2 for path in group}
 
 
 def kernel_lock(args: str) -> bool:
@@ -155,8 +170,10 @@ def read(traces: Iterable[tuple[FileOp, ...]], ignore: tuple[str, ...] = ()) -> 
         for path in {op.paths[0] for op in ops if op.call in ("flock", "fcntl") and asks(op) and op.paths}:
             kernel_locked.setdefault(path, []).append((written, gone))
     lock_files, temps = set(), set()
+    siblings = _random_siblings(path for path in created if creators[path] == 1)
     for path in created:
-        if creators[path] >= 2 or (path not in renamed_away and not _TEMP_NAME.search(os.path.basename(path))):
+        if creators[path] >= 2 or (path not in renamed_away and path not in siblings
+                                   and not _TEMP_NAME.search(os.path.basename(path))):
             lock_files.add(path)
         else:
             temps.add(path)
