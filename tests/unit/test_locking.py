@@ -137,6 +137,18 @@ def test_a_state_file_locked_through_its_own_fd_is_still_state():
     assert locking.state_files(trial.traces, SB, observe.OWN_DIRS, observe.TEMP_DIRS) == {"home/c.json"}
 
 
+def test_a_state_file_renamed_away_as_a_backup_then_replaced_by_a_rename_is_still_state():
+    """rclone's shape: rclone.conf renamed to rclone.conf.old, a temp file written and renamed onto rclone.conf,
+    rclone.conf.old removed."""
+    def rclone(tail):
+        conf, temp = "/sb/home/.config/rclone/rclone.conf", f"/sb/home/.config/rclone/rclone.conf.{tail}"
+        return ops(excl(temp), f'write(3<{temp}>, "[r]", 3) = 3', f'rename("{conf}", "{conf}.old") = 0',
+                   f'rename("{temp}", "{conf}") = 0', f'unlink("{conf}.old") = 0')
+    trial = round_of(rclone("4109872361"), rclone("1928374650"))
+    assert locking.state_files(trial.traces, SB, observe.OWN_DIRS, observe.TEMP_DIRS, min_writers=2) == {
+        "home/.config/rclone/rclone.conf"}
+
+
 def test_a_lock_file_with_a_holder_record_in_it_is_a_lock_file():
     reading = locking.read([with_record(), with_record("a8b2k4z0")])
     assert reading.lock_files == {"/sb/state/lock"} and reading.locked_state == frozenset()

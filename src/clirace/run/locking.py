@@ -196,12 +196,26 @@ def state_files(traces: dict[str, tuple[FileOp, ...]], root: str, own: tuple[str
     root = root.rstrip("/") + "/"
     reading = read(traces.values(), ignore=tuple(root + d for d in own))
     writers: dict[str, int] = {}
-    renamed_away: set[str] = set()
+    gone_at_end: set[str] = set()  # renamed away or removed by the last call on it, in some trace
+    there_at_end: set[str] = set()  # written or renamed onto by the last call on it, in some trace
     for ops in traces.values():
         for path in {_rel(p, root) for p in written_paths(ops)} - {""}:
             writers[path] = writers.get(path, 0) + 1
-        renamed_away |= {_rel(op.paths[0], root) for op in ops if op.ok and op.call in RENAMES and op.paths}
-    not_state = {_rel(p, root) for p in reading.lock_files | reading.temps} | renamed_away
+        last: dict[str, bool] = {}  # path -> whether the last call on it left it there
+        for op in ops:
+            if not op.ok or not op.paths:
+                continue
+            if op.call in RENAMES and len(op.paths) >= 2:
+                last[op.paths[0]], last[op.paths[1]] = False, True
+            elif op.call in ("unlink", "unlinkat"):
+                last[op.paths[0]] = False
+            elif op.writes:
+                last[op.paths[0]] = True
+        gone_at_end |= {_rel(p, root) for p, there in last.items() if not there}
+        there_at_end |= {_rel(p, root) for p, there in last.items() if there}
+    # A file renamed away as a backup and then replaced by a rename onto it (rclone: rclone.conf -> .old, a temp
+    # -> rclone.conf, .old removed) is the state all the same; what no trace leaves behind is a temp or a lock.
+    not_state = {_rel(p, root) for p in reading.lock_files | reading.temps} | (gone_at_end - there_at_end)
     return {p for p, n in writers.items() if n >= min_writers and p not in not_state
             and not p.startswith(own + temp_dirs)}
 
