@@ -21,13 +21,14 @@ __all__ = ["check", "judge_history", "load_spec", "Result", "SpecError", "Clirac
 
 def check(spec_path, *, seed=None, rounds=None, parallel=None, only=(), strace=True, allow_outside_sandbox=False):
     """Run clirace on a spec and return the Result (`.score.score`, `.criteria`, `.findings()`)."""
-    from clirace.cli.pipeline import Options, run
+    from clirace.cli.pipeline import run
+    from clirace.history import RunOptions, new_seed
     from clirace.spec import load_spec as _load
     spec = _load(spec_path, allow_outside_sandbox=allow_outside_sandbox)
     from clirace.checks.registry import resolve
     checks = tuple(resolve(name) or name for name in only)
-    return run(spec, Options(seed=seed, rounds=rounds, parallel=parallel, only=checks, strace=strace,
-                             allow_outside_sandbox=allow_outside_sandbox))
+    return run(spec, RunOptions(seed=seed if seed is not None else new_seed(), rounds=rounds, parallel=parallel,
+                                only=checks, strace=strace, allow_outside_sandbox=allow_outside_sandbox))
 
 
 def judge_history(path):

@@ -20,8 +20,8 @@ from dataclasses import replace
 import pytest
 
 from clirace.checks import registry
-from clirace.cli.pipeline import Options, judge, run
-from clirace.history import History
+from clirace.cli.pipeline import judge, run
+from clirace.history import History, RunOptions
 from clirace.scenarios import SCENARIOS
 from clirace.spec import load_spec
 from clirace.verdict.rubric import load_section
@@ -136,7 +136,7 @@ def interrupted_run(step_words: str, sandbox_kind: str, only: tuple[str, ...] = 
             interrupt(text)
 
         with pytest.raises(KeyboardInterrupt):
-            run(load_spec(LEVEL3), Options(**QUICK, only=only), progress=progress,
+            run(load_spec(LEVEL3), RunOptions(**QUICK, only=only), progress=progress,
                 on_history=lambda h: seen.setdefault("h", h))
     history = seen["h"]
     assert history.stopped.startswith("interrupted (Ctrl-C) during "), history.stopped
@@ -183,7 +183,7 @@ def test_a_lock_scenario_that_raises_leaves_the_lock_criteria_undecided_and_the_
         raise RuntimeError("a bug in the lock scenario")
 
     monkeypatch.setitem(SCENARIOS, "lock-conflict", broken)
-    result = run(load_spec(LEVEL3), Options(**QUICK, only=("lock-excludes", "lock-error-structured", "counter")))
+    result = run(load_spec(LEVEL3), RunOptions(**QUICK, only=("lock-excludes", "lock-error-structured", "counter")))
     for check in ("lock-excludes", "lock-error-structured"):
         verdict = result.verdicts[check]
         assert verdict.status == "unknown" and "a bug in the lock scenario" in verdict.summary, verdict

@@ -166,3 +166,27 @@ def test_a_postgres_server_that_cannot_start_is_clirace_or_the_machine_not_the_s
     assert proc.returncode == 3, proc.stderr
     assert "services.postgres could not start" in proc.stderr and "No space left on device" in proc.stderr
     assert "not the spec's" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@needs_redis
+@pytest.mark.timeout(60)
+def test_monitor_keeps_every_command_across_a_quiet_spell_longer_than_its_socket_timeout(tmp_path):
+    """50 clients starting on two loaded cores send nothing for seconds after the first one's GET. MONITOR's
+    reader used to die silently at its socket's 5 s timeout: the rest of the round went unseen (no server aim for
+    the next round, no MONITOR lines in the evidence) and nothing said so."""
+    from clirace.run.services._resp import Client
+    from clirace.run.services.redis import RedisTrial
+
+    quiet = 6.0  # the quiet spell itself is what is tested: longer than the reader's old 5 s socket timeout
+    epoch0 = time.time()
+    server = RedisTrial(shutil.which("redis-server"), tmp_path, dict(os.environ))
+    try:
+        client = Client(server.port)
+        client.command("GET", "hits")
+        time.sleep(quiet)
+        client.command("SET", "hits", "1")
+        client.close()
+    finally:
+        ops, note = server.finish(epoch0)
+    assert [op.words[0] for op in ops if op.words[0] in ("GET", "SET")] == ["GET", "SET"], (ops, note)
+    assert note == ""

@@ -104,3 +104,19 @@ def test_old_histories_load_with_the_new_fields_at_their_defaults(tmp_path):
         del data["environment"][name]
     loaded = History.from_json(data)
     assert loaded.not_removed == () and loaded.environment.isolation == ""
+
+
+def test_the_run_options_are_saved_as_older_histories_hold_them(tmp_path):
+    """One options type serves the command line and the history (RunOptions): what a history saves of it is
+    exactly the keys histories always held, so older ones load and newer ones load in an older clirace."""
+    from clirace.history import RunOptions, new_seed
+    older = {"seed": 42, "rounds": 3, "parallel": None, "budget": 1.5, "only": ["counter"], "strace": False,
+             "allow_outside_sandbox": True, "confidence": 0.99, "rate": 0.1, "shard": "2/3"}
+    path = saved(tmp_path, history(keys_round()))
+    data = json.loads(path.read_text())
+    data["options"] = older
+    loaded = History.from_json(data)
+    assert loaded.options == RunOptions(seed=42, rounds=3, budget=1.5, only=("counter",), strace=False,
+                                        allow_outside_sandbox=True, confidence=0.99, rate=0.1, shard="2/3")
+    assert loaded.to_json()["options"] == older
+    assert 1 <= new_seed() < 2**31

@@ -364,3 +364,25 @@ def test_a_holder_outliving_its_signal_wait_once_in_two_runs_is_flaky():
     v = lock_release.check(history(*trials, stuck, dataclasses.replace(stuck, round=1)))
     (stuck_twice,) = [f for f in v.findings if not f.advisory]
     assert stuck_twice.code == "CR305" and "second run" in stuck_twice.evidence.found
+
+
+def test_a_server_lock_statement_that_does_not_wait_proves_no_wait_and_setnx_retries_are_a_retry_loop():
+    """The lock-wait proof reads server lock calls with the one server-lock reader (run/services/ops.py): a
+    FOR UPDATE NOWAIT, SKIP LOCKED or pg_try_advisory_lock is answered at once, so it shows no wait; a second
+    SETNX of the lock is a retry like a second SET NX."""
+    def waiting(*ops):
+        trial = timed(inv("contender", 0, ended=8.3), waiting=True, cpu=0.01)
+        return lock_excludes.check(history(dataclasses.replace(trial, server_ops=ops)))
+
+    holder = ServerOp("postgres", "41", 0.1, sql="SELECT n FROM c WHERE id = 1 FOR UPDATE")
+    for statement in ("SELECT n FROM c WHERE id = 1 FOR UPDATE NOWAIT", "SELECT n FROM c FOR UPDATE SKIP LOCKED",
+                      "SELECT pg_try_advisory_lock(7)"):
+        v = waiting(holder, ServerOp("postgres", "42", 0.5, sql=statement))
+        assert v.status == "unknown" and "made client 42 wait" not in v.summary, (statement, v)
+    v = waiting(holder, ServerOp("postgres", "42", 0.5, sql="SELECT n FROM c WHERE id = 1 FOR NO KEY UPDATE"))
+    assert v.status == "pass" and "made client 42 wait" in v.summary, v
+    clirace = ServerOp("redis", "127.0.0.1:1", 0.1, ("SET", "lock", "clirace-1", "NX", "PX", "30000"))
+    setnx = ServerOp("redis", "127.0.0.1:2", 0.5, ("SETNX", "lock", "me"))
+    v = waiting(clirace, setnx, dataclasses.replace(setnx, at=0.6))
+    assert v.status == "pass" and "asked the server for the lock 2 times" in v.summary, v
+    assert waiting(clirace, setnx).status == "unknown"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clirace.run import procfs, stopper
+from clirace.scenarios import outlived
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "clirace"
 FLOCK = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\n"
@@ -32,7 +33,7 @@ def test_a_held_flock_and_its_waiter_are_read_from_one_reader(tmp_path):
         waiter = subprocess.Popen([sys.executable, "-c", FLOCK, str(path)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 20
-        while waiter.pid not in stopper.lock_waiters():  # the kernel lists it once it blocks in flock()
+        while waiter.pid not in procfs.lock_waiters():  # the kernel lists it once it blocks in flock()
             assert time.monotonic() < deadline and waiter.poll() is None, "the waiter never blocked on the flock"
             time.sleep(0.01)
         st = os.stat(path)
@@ -41,7 +42,7 @@ def test_a_held_flock_and_its_waiter_are_read_from_one_reader(tmp_path):
             [("FLOCK", "WRITE", holder.pid, False)]
         assert any(lock.waiting and lock.pid == waiter.pid for lock in mine)
         assert stopper.lock_held(str(path), "flock")
-        assert ("FLOCK", "WRITE", holder.pid, st.st_dev, st.st_ino) in procfs.kernel_locks()
+        assert waiter.pid in procfs.lock_waiters() and outlived.held_locks(holder.pid) == (f"FLOCK WRITE {path}",)
     finally:
         for proc in (holder, waiter):
             if proc is not None:

@@ -230,5 +230,26 @@ def test_server_locks_are_decided_in_one_place():
     aim = server_aim(CounterRound(server_ops=tuple(seen)))
     assert aim is not None and aim.targets == {"hits"}  # the lock key is no state to aim at
     src = Path(ops.__file__).resolve().parents[1]
-    deciding = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if r"for\s+(update" in p.read_text())
+    deciding = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if r"for\s+(" in p.read_text())
     assert deciding == ["services/ops.py"], deciding
+
+
+@pytest.mark.parametrize("clause,locks", [
+    ("FOR UPDATE", True), ("for no key update", True), ("FOR SHARE NOWAIT", True), ("FOR NO KEY UPDATE SKIP LOCKED", True),
+    # FOR KEY SHARE does not block an UPDATE of the row's other columns (PostgreSQL's row-lock conflict table):
+    # two transactions holding it both write what they read, so it protects no read-modify-write.
+    ("FOR KEY SHARE", False), ("", False),
+])
+def test_one_pattern_decides_a_locking_read_for_the_hazards_and_a_lock_call_for_the_lock_evidence(clause, locks):
+    """Issue 26 item 3: the read a hazard check counts as locked is the lock call the lock evidence counts, and the
+    reverse (they were two regexes that disagreed on FOR KEY SHARE)."""
+    from clirace.checks._served import locks_taken
+    from clirace.run.services import ops
+
+    read = f"SELECT n FROM counters WHERE name = 'hits' {clause}"
+    assert ops.locking_read(read) is locks and ops.lock_call("postgres", (), read) is locks
+    one = (sql("41", "BEGIN"), sql("41", read), sql("41", "UPDATE counters SET n = $1 WHERE name = 'hits'"))
+    assert (codes(*one)[:1] == ["CR711"]) is not locks
+    assert bool(locks_taken(served_round(*one))) is locks
+    assert ops.lock_call("postgres", (), "SELECT pg_try_advisory_xact_lock_shared(7)")
+    assert not ops.locking_read("SELECT pg_advisory_lock(7)")

@@ -7,8 +7,6 @@ to answer, then was followed a little longer with the lock still held. An outcom
 outlived its window) was run twice; two runs that disagree are flaky, and decide nothing."""
 from __future__ import annotations
 
-import re
-
 from clirace.checks._common import finding, flaky, not_run_verdict, one_line
 from clirace.checks._effects import Lost, changes_lost, effects_lost
 from clirace.checks.findings import NOT_TESTED, UNKNOWN, Finding, Verdict
@@ -17,7 +15,7 @@ from clirace.checks.reference import lock_undecided
 from clirace.checks.timing import describe
 from clirace.history import History, LockConflict, LockRelease, LockTrial, LockWait, Trial
 from clirace.history.vocab import EventKind
-from clirace.run.services.ops import conditional
+from clirace.run.services.ops import lock_call, waits_for_lock
 
 NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
 STATES = {"reached": "opened the state the holder was reading", "waiting": "was still running when the holder let go",
@@ -108,24 +106,22 @@ def blocked_while_waiting(trial: LockWait) -> str:
     return proof.replace(trial.sandbox, "{sandbox}") if trial.sandbox else proof
 
 
-SERVER_LOCKS = re.compile(r"\bpg_(try_)?advisory(_xact)?_lock\s*\(|\bfor\s+(no\s+key\s+)?update\b", re.I)
-
-
 def server_lock_wait(trial: Trial) -> str:
     """How the trial's servers saw a client other than clirace's holder wait for the held lock, "" when they did
     not: a blocking lock statement (pg_advisory_lock, SELECT ... FOR UPDATE), which PostgreSQL makes wait, or a
     lock asked for again and again (SET ... NX, pg_try_advisory_lock): a retry loop. clirace's holder is the first
     client to ask for a lock."""
-    asked: dict[str, list[str]] = {}
+    asked: dict[str, list[tuple[str, bool]]] = {}  # client -> each lock call, and whether the server makes it wait
     for op in trial.server_ops:
-        if (op.service == "redis" and conditional(op.words)) or (op.sql and SERVER_LOCKS.search(op.sql)):
-            asked.setdefault(op.client, []).append(" ".join(op.words) if op.words else one_line(op.sql, 80))
-    for client, said in list(asked.items())[1:]:
-        blocking = [s for s in said if " NX" not in s.upper() and "_try_" not in s.lower()]
+        if lock_call(op.service, op.words, op.sql):
+            said = " ".join(op.words) if op.words else one_line(op.sql, 80)
+            asked.setdefault(op.client, []).append((said, waits_for_lock(op.service, op.words, op.sql)))
+    for client, calls in list(asked.items())[1:]:
+        blocking = [said for said, waits in calls if waits]
         if blocking:
             return f"the server made client {client} wait in {blocking[0]!r} for the lock clirace held"
-        if len(said) >= 2:
-            return f"client {client} asked the server for the lock {len(said)} times ({said[0]!r}): retrying it"
+        if len(calls) >= 2:
+            return f"client {client} asked the server for the lock {len(calls)} times ({calls[0][0]!r}): retrying it"
     return ""
 
 

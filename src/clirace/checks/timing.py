@@ -114,10 +114,10 @@ def blocked_on_lock(members: list[int], wakes: int) -> str:
     for pid in members:
         if how := procfs.waits_for_lock(pid):
             return f"process {pid} was blocked in {how}, waiting for the lock"
-    waiting = {pid for _kind, _mode, pid, _dev, _ino in procfs.kernel_locks(waiters=True)}
+    waiting = procfs.lock_waiters()
     if found := next((pid for pid in members if pid in waiting), None):
         return f"process {found} was listed in /proc/locks waiting for the lock"
-    held = {(dev, ino) for _kind, _mode, taker, dev, ino in procfs.kernel_locks() if taker not in members}
+    held = {(lock.dev, lock.ino) for lock in procfs.proc_locks() if not lock.waiting and lock.pid not in members}
     if wakes >= RETRY_WAKES:
         for pid in members:
             locked = [path for identity, path in procfs.open_identities(pid).items() if identity in held]

@@ -90,7 +90,6 @@ def check(
     passes, 1 when it fails (silent corruption, or no-silent-corruption not decided without --allow-undecided, a
     score below --min-score, a regression against --baseline), 2 for a bad spec or option."""
     from clirace.cli import _pyproject
-    from clirace.cli.options import Options
     from clirace.run.sandbox import adopt_orphans
 
     settings = _pyproject.find(Path.cwd())
@@ -108,10 +107,9 @@ def check(
         if resolved is None:
             raise errors.UsageError(f"--only {name!r} is not a check.", hint=f"Checks: {', '.join(registry.EXPERIMENTS)}.")
         checks.append(resolved)
-    shard_of = None
     if shard is not None:
         from clirace.history import shards
-        shard_of = shards.parse(shard)
+        shard = shards.label(shards.parse(shard))
         if budget is not None:
             raise errors.UsageError("--budget and --shard do not go together: a budget's rounds depend on each "
                                     "machine's speed, so the shards would not divide one plan.",
@@ -132,9 +130,10 @@ def check(
             from clirace.cli.pipeline import load_baseline
             old = load_baseline(baseline)
     outputs = _outputs(format, output, report, history, color)
-    opts = Options(seed=seed, rounds=rounds, parallel=parallel, budget=budget, only=tuple(checks), keep=keep,
-                   strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox, confidence=confidence, rate=rate,
-                   shard=shard_of)
+    from clirace.history import RunOptions, new_seed
+    opts = RunOptions(seed=seed if seed is not None else new_seed(), rounds=rounds, parallel=parallel, budget=budget,
+                      only=tuple(checks), strace=not no_strace, allow_outside_sandbox=allow_outside_sandbox,
+                      confidence=confidence, rate=rate, shard=shard or "")
     adopt_orphans()  # this process is clirace's own: it may adopt (and end) what its targets orphan
     with Signals() as signals, _pinned(outputs, paths) as pinned:
         items = check_each(paths, opts, needed, lambda done: _emit(done, outputs, pinned), quiet=quiet, keep=keep,

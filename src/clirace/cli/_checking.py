@@ -85,7 +85,8 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
                     spec = load_spec(path, allow_outside_sandbox=opts.allow_outside_sandbox)
                     mine = replace(opts, rounds=max(opts.rounds or spec.rounds, needed)) if needed else opts
                     from clirace.cli.pipeline import run
-                    result = run(spec, mine, progress=progress.say, on_history=lambda h: seen.setdefault("h", h))
+                    result = run(spec, mine, progress=progress.say, on_history=lambda h: seen.setdefault("h", h),
+                                 keep=keep)
                 except errors.SpecError as exc:
                     if raise_spec_errors:
                         raise  # nothing to write it into: the error paragraph on stderr says it all

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import shlex
 import signal
 import sys
@@ -21,7 +20,6 @@ from clirace.checks import reference, registry
 from clirace.checks._observed import observed_lines
 from clirace.checks._plan import gaps
 from clirace.checks.findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
-from clirace.cli.options import Options  # noqa: F401 - re-exported: the options of a run
 from clirace.cli.validate import coverage
 from clirace.errors import InternalError, SpecError, UsageError
 from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
@@ -97,9 +95,9 @@ class Result:
         return [f for v in self.verdicts.values() for f in v.findings]
 
 
-def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = None,
-        on_history: Callable[[History], Any] | None = None) -> Result:
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 2**31)
+def run(spec: Spec, options: RunOptions, progress: Callable[[str], None] | None = None,
+        on_history: Callable[[History], Any] | None = None, *, keep: bool = False) -> Result:
+    """Stages 1-8 for a loaded spec; `keep`: leave the sandboxes on disk (--keep), where History.kept says."""
     usable, why = observe.available() if options.strace else (False, "turned off with --no-strace")
     rounds, parallel = options.rounds or spec.rounds, options.parallel or spec.parallel
     allow_width(parallel)
@@ -107,10 +105,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     wanted = registry.scenarios_for(options.only, never_waits) if options.only else set(SCENARIOS)
     history = History(
         spec_path=str(spec.path),
-        options=RunOptions(seed=seed, rounds=options.rounds, parallel=options.parallel, budget=options.budget,
-                           only=options.only,
-                           strace=options.strace, allow_outside_sandbox=options.allow_outside_sandbox,
-                           confidence=options.confidence, rate=options.rate, shard=shards.label(options.shard)),
+        options=options,
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
                                 parallel=parallel, **_fingerprints(spec)),
         plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
@@ -126,10 +121,10 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
 
     started = time.monotonic()
     try:
-        _launch(spec, options, history, Context(spec, seed, Path(), rounds=rounds, parallel=parallel,
-                                                budget=options.budget, keep=options.keep, strace=usable,
-                                                strace_note=why, progress=say, only=options.only,
-                                                trials=history.trials, shard=options.shard), wanted)
+        _launch(spec, history, Context(spec, options.seed, Path(), rounds=rounds, parallel=parallel,
+                                       budget=options.budget, keep=keep, strace=usable, strace_note=why,
+                                       progress=say, only=options.only, trials=history.trials,
+                                       shard=shards.parse(options.shard) if options.shard else None), wanted)
     except BaseException as exc:
         history.stopped = _stopped_by(exc, step[0])
         raise
@@ -139,7 +134,7 @@ def run(spec: Spec, options: Options, progress: Callable[[str], None] | None = N
     return result
 
 
-def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted: set[str]) -> None:
+def _launch(spec: Spec, history: History, ctx: Context, wanted: set[str]) -> None:
     """Stages 3-4: every wanted scenario, in order, its records added to `history` as each trial ends."""
     sigint_before = _children_get_default_sigint()
     for note in sweep_leftovers()["left"]:  # what an earlier clirace, killed, left running or on disk
@@ -167,11 +162,11 @@ def _launch(spec: Spec, options: Options, history: History, ctx: Context, wanted
     finally:
         services.stop(ctx.services)
         # whatever a trial left running, even when its own cleanup was cut short; then the run's folders
-        not_removed = ctx.not_removed + end_run(workdir, keep=options.keep)
+        not_removed = ctx.not_removed + end_run(workdir, keep=ctx.keep)
         end_adopted()
         if sigint_before is not None:
             signal.signal(signal.SIGINT, sigint_before)
-        if options.keep:
+        if ctx.keep:
             history.kept = str(workdir)  # where they are, also when the run is interrupted
         history.not_removed = tuple(dict.fromkeys(not_removed))
 

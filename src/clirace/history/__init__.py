@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import re
 import shlex
 import signal as _signal
@@ -481,7 +482,9 @@ class Planned:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What shaped the run, so that `replay` reproduces it exactly."""
+    """The options of one run: built by the command line (`clirace check`) or by `clirace.check()`, taken by the
+    pipeline, and saved in the history as they are, so that `replay` reproduces the run exactly. Whoever builds
+    them draws the seed (new_seed()) when none was given: a saved history always names the one it ran with."""
     seed: int
     rounds: int | None = None
     parallel: int | None = None
@@ -496,6 +499,11 @@ class RunOptions:
     # --shard K/N: this run did the K-th of N shares of the plan (merge.py joins the shards' histories into one
     # with "" here); what the other shards do is missing from this history alone, so it judges undecided.
     shard: str = ""
+
+
+def new_seed() -> int:
+    """A seed for a run given none (`--seed` unset): printed with the result, so the run can be replayed."""
+    return random.SystemRandom().randrange(1, 2**31)
 
 
 @dataclass(frozen=True)

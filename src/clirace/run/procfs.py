@@ -231,10 +231,10 @@ def proc_locks() -> list[KernelLock]:
     return out
 
 
-def kernel_locks(waiters: bool = False) -> list[tuple[str, str, int, int, int]]:
-    """The locks the kernel holds (kind, mode, the pid that took it, st_dev, st_ino); with `waiters`, the
-    processes blocked waiting for one instead."""
-    return [(lock.kind, lock.mode, lock.pid, lock.dev, lock.ino) for lock in proc_locks() if lock.waiting == waiters]
+def lock_waiters() -> set[int]:
+    """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks.
+    (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves nothing.)"""
+    return {lock.pid for lock in proc_locks() if lock.waiting and lock.pid > 0}
 
 
 def alive(pid: int) -> bool:

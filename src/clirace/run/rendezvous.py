@@ -36,7 +36,7 @@ from pathlib import Path
 
 from clirace.run import locking
 from clirace.run.observe import parse_line
-from clirace.run.procfs import stat_fields
+from clirace.run.procfs import lock_waiters, stat_fields
 from clirace.run.stopper import (
     POLL,
     READ_CALLS,
@@ -46,7 +46,6 @@ from clirace.run.stopper import (
     StopLog,
     cpu_ns,
     ended,
-    lock_waiters,
     path_forms,
     require,
     stop_prefix,

@@ -397,12 +397,6 @@ def _until(condition: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def lock_waiters() -> set[int]:
-    """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks.
-    (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves nothing.)"""
-    return {lock.pid for lock in proc_locks() if lock.waiting and lock.pid > 0}
-
-
 class Hold:
     """One invocation, started under `hold_prefix(...)`, held while it holds its lock, with no test hook.
 

@@ -66,15 +66,15 @@ def held_locks(pid: int) -> tuple[str, ...]:
     on a file it has open, when whoever took the flock is gone or is `pid` (a child keeps an inherited flock)."""
     files = procfs.open_identities(pid)
     out = []
-    for kind, mode, taker, dev, ino in procfs.kernel_locks():
-        path = files.get((dev, ino))
-        if path is None:
+    for lock in procfs.proc_locks():
+        path = files.get((lock.dev, lock.ino))
+        if path is None or lock.waiting:
             continue
-        if kind == "POSIX" and taker != pid:
+        if lock.kind == "POSIX" and lock.pid != pid:
             continue
-        if kind == "FLOCK" and taker != pid and procfs.alive(taker):
+        if lock.kind == "FLOCK" and lock.pid != pid and procfs.alive(lock.pid):
             continue
-        out.append(f"{kind} {mode} {path}")
+        out.append(f"{lock.kind} {lock.mode} {path}")
     return tuple(dict.fromkeys(out))
 
 

@@ -51,15 +51,19 @@ def conditional(words: tuple[str, ...] | list[str]) -> bool:
 
 
 # --- server locks: what takes one is decided here only (the hazards and the rendezvous read it) --------------
-_LOCKING_READ = re.compile(r"\bfor\s+(update|share|no\s+key\s+update|key\s+share)\b", re.I)
-_PG_LOCK = re.compile(r"\bpg_(?:try_)?advisory_(?:xact_)?lock(?:_shared)?\s*\(|\bfor\s+(?:no\s+key\s+)?(?:update|share)\b",
-                      re.I)
+# FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE: row locks that serialise a read-modify-write of the rows read (two
+# FOR SHARE readers deadlock at their writes, and one is refused: nothing is lost silently). Not FOR KEY SHARE:
+# it does not block an UPDATE of the row's other columns, so two readers holding it both write from what they
+# read, and one update is lost.
+_LOCKING_READ = re.compile(r"\bfor\s+(?:no\s+key\s+)?(?:update|share)\b", re.I)
+_ADVISORY_ANY = re.compile(r"\bpg_(?:try_)?advisory_(?:xact_)?lock(?:_shared)?\s*\(", re.I)
 ADVISORY = re.compile(r"\bpg_(?:try_)?advisory_(?:xact_)?lock\s*\(", re.I)  # exclusive: _shared ones serialise nothing
 ADVISORY_UNLOCK = re.compile(r"\bpg_advisory_unlock(?:_all)?\s*\(", re.I)
 
 
 def locking_read(sql: str) -> bool:
-    """SELECT ... FOR UPDATE (or SHARE): the rows read stay locked until the transaction ends."""
+    """SELECT ... FOR UPDATE (NO KEY UPDATE, SHARE): the rows read stay locked until the transaction ends, so no
+    other transaction writes them between this read and its write. Also a lock call (lock_call)."""
     return bool(_LOCKING_READ.search(sql))
 
 
@@ -71,7 +75,17 @@ def redis_lock(words: tuple[str, ...] | list[str]) -> bool:
 
 def lock_call(service: str, words: tuple[str, ...] | list[str], sql: str) -> bool:
     """Whether a command asks a server for a lock (whatever the answer, which MONITOR and the log do not show)."""
-    return redis_lock(words) if service == "redis" else bool(_PG_LOCK.search(sql))
+    return redis_lock(words) if service == "redis" else bool(_ADVISORY_ANY.search(sql)) or locking_read(sql)
+
+
+_ANSWERED_AT_ONCE = re.compile(r"\bpg_try_advisory|\bnowait\b|\bskip\s+locked\b", re.I)
+
+
+def waits_for_lock(service: str, words: tuple[str, ...] | list[str], sql: str) -> bool:
+    """Whether the server makes a lock call wait while another client holds the lock: PostgreSQL's
+    pg_advisory_lock and SELECT ... FOR UPDATE without NOWAIT or SKIP LOCKED. A Redis SET NX, a
+    pg_try_advisory_lock, a NOWAIT are answered at once: asked again and again, they are a retry loop."""
+    return service == "postgres" and lock_call(service, words, sql) and not _ANSWERED_AT_ONCE.search(sql)
 
 
 def lock_keys(ops: Iterable[Any]) -> set[str]:

@@ -63,6 +63,10 @@ class RedisTrial:
             raise ServiceFailed("redis-server found no free loopback port in five tries")
         self.monitor = Client(self.port)
         self.monitor.command("MONITOR")
+        # Then no timeout: a round's clients may send nothing for seconds (50 starting up on two busy cores), and
+        # a reader that gave up then would lose the rest of the round unseen. stop() ends it (the server closes).
+        self.monitor.sock.settimeout(None)
+        self.lost = ""  # why MONITOR's reader stopped before the trial's end mark, if it did
         self._reader = threading.Thread(target=self._read_monitor, daemon=True)
         self._reader.start()
 
@@ -97,7 +101,8 @@ class RedisTrial:
                     self.lines.append(line)
                 else:
                     self.dropped += 1
-        except (OSError, RedisError, ValueError):
+        except (OSError, RedisError, ValueError) as exc:
+            self.lost = str(exc) or type(exc).__name__
             self._marked.set()  # the server went away: nothing more will come
 
     def take_nx(self, key: str, value: str, ttl_ms: int) -> bool:
@@ -116,6 +121,8 @@ class RedisTrial:
                 note = "MONITOR did not show clirace's end mark within 2 s: later commands may be missing"
         except (OSError, RedisError) as exc:
             note = f"the trial's Redis server was gone at the trial's end ({exc})"
+        if self.lost and not note:
+            note = f"MONITOR stopped before the trial's end ({self.lost}): later commands may be missing"
         ours = {self.control.address, self.monitor.address}
         ops = []
         for line in list(self.lines):
