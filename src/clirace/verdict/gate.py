@@ -52,14 +52,14 @@ class Gate:
 CORRUPTION = "no-silent-corruption"
 
 
-class Unjudged(Protocol):
-    """A spec in a list of several (report/_failed.Failed: it could not be checked)."""
+class SpecItem(Protocol):
+    """A spec in a list of several: a run (Judged), or report/_failed.Failed when it could not be checked."""
     @property
     def spec_path(self) -> str: ...
 
 
 @runtime_checkable
-class Judged(Unjudged, Protocol):
+class Judged(SpecItem, Protocol):
     """What the gate reads of a run (verdict/result.Result, which names this module's Gate: hence a protocol)."""
     @property
     def score(self) -> Score: ...
@@ -108,7 +108,7 @@ def of(result: Judged) -> Gate:
     return result.gate or evaluate(result)
 
 
-def overall(items: Sequence[Judged | Unjudged]) -> Gate | None:
+def overall(items: Sequence[Judged | SpecItem]) -> Gate | None:
     """With several specs, the one gate over all of them (the first line of the text and Markdown reports):
     failed when any spec's gate fails or any spec could not be checked; None for a single spec, whose own gate
     line says it all."""
