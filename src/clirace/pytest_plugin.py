@@ -25,9 +25,18 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle  # repr_failure's own types (no public name)
+
+    from clirace.errors import CliraceError
+    from clirace.verdict.result import Result
+    from clirace.verdict.rubric import Criterion
 
 SUFFIX = ".clirace.yaml"
 
@@ -39,7 +48,7 @@ SCORE_ONLY_HELP = ("The score item checks the score against the minimum only, no
 SEED_HELP = "Seed of every check the plugin runs, for a run that repeats (default: a fresh one, printed on failure)."
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("clirace")
     group.addoption("--clirace-min-score", type=int, default=None, help=MIN_SCORE_HELP)
     group.addoption("--clirace-rounds", type=int, default=None, help=ROUNDS_HELP)
@@ -49,7 +58,7 @@ def pytest_addoption(parser):
     parser.addini("clirace_score_only", SCORE_ONLY_HELP, type="bool", default=False)
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     """Bad values stop the session here, before any check runs (a check can take a minute)."""
     config.addinivalue_line("markers", "clirace: an item collected from a *.clirace.yaml spec file")
     _min_score(config)
@@ -59,8 +68,8 @@ def pytest_configure(config):
             raise pytest.UsageError(f"--{option.replace('_', '-')} {value}: expected {low} to {high}.")
 
 
-def _min_score(config) -> int:
-    option = config.getoption("clirace_min_score")
+def _min_score(config: pytest.Config) -> int:
+    option: int | None = config.getoption("clirace_min_score")
     if option is not None:
         if not 0 <= option <= 3:
             raise pytest.UsageError(f"--clirace-min-score {option}: expected 0 to 3.")
@@ -76,7 +85,7 @@ def _min_score(config) -> int:
     return value
 
 
-def _options(config, names=("seed",), **given) -> dict:
+def _options(config: pytest.Config, names: tuple[str, ...] = ("seed",), **given: Any) -> dict[str, Any]:
     """A call's options, with the session's --clirace-seed (and for collected files --clirace-rounds) where the
     call gives none."""
     for name in names:
@@ -86,7 +95,7 @@ def _options(config, names=("seed",), **given) -> dict:
     return given
 
 
-def pytest_collect_file(file_path: Path, parent):
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SpecFile | None:
     if file_path.name.endswith(SUFFIX):
         return SpecFile.from_parent(parent, path=file_path)
     return None
@@ -94,24 +103,23 @@ def pytest_collect_file(file_path: Path, parent):
 
 # ------------------------------------------------------------------------------------------ one run per spec
 
-_RESULTS: dict = {}  # (spec path, options) -> Result or SpecError, for this process
+_RESULTS: dict[tuple[str, tuple[tuple[str, Any], ...]], Result | CliraceError] = {}  # for this process
 
 
-def _with_location(exc):
+def _with_location(exc: CliraceError) -> CliraceError:
     """A SpecError whose str() names file:line:col (pytest shows str(), not the paragraph)."""
-    from clirace.errors import CliraceError
-    if isinstance(exc, CliraceError) and exc.args and exc.args[0] == exc.message:
+    if exc.args and exc.args[0] == exc.message:
         exc.args = (exc.paragraph(),)
     return exc
 
 
-def _shared_dir(config) -> Path:
+def _shared_dir(config: pytest.Config) -> Path:
     """A directory every xdist worker of this session sees (the parent of the workers' own basetemps)."""
-    base = config._tmp_path_factory.getbasetemp()
+    base: Path = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]  # set by pytest's tmp_path plugin
     return base.parent if hasattr(config, "workerinput") else base
 
 
-def _run_once(config, spec_path: Path, **options):
+def _run_once(config: pytest.Config, spec_path: Path, **options: Any) -> Result:
     """The Result of checking `spec_path`, computed once per pytest session across xdist workers."""
     from clirace import check
     from clirace.cli.pipeline import judge
@@ -145,31 +153,37 @@ def _run_once(config, spec_path: Path, **options):
 
 
 class SpecFile(pytest.File):
-    def collect(self):
+    def collect(self) -> Iterator[pytest.Item]:
         from clirace.verdict.rubric import load_section
         for level in load_section("s15")["levels"]:
             for c in level.get("criteria", []):
                 yield CriterionItem.from_parent(self, name=c["id"], criterion=c["id"])
         yield ScoreItem.from_parent(self, name="score")
 
-    def result(self):
+    def result(self) -> Result:
         return _run_once(self.config, self.path.resolve(), **_options(self.config, ("seed", "rounds")))
 
 
 class _SpecItem(pytest.Item):
-    def __init__(self, *, criterion=None, **kwargs):
+    def __init__(self, *, criterion: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.criterion = criterion
         self.add_marker("clirace")
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, self.name
 
-    def repr_failure(self, excinfo):
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: TracebackStyle | None = None) -> str | TerminalRepr:
         from clirace.errors import CliraceError
         if isinstance(excinfo.value, (CliraceError, CriterionFailed)):
             return str(excinfo.value)
-        return super().repr_failure(excinfo)
+        return super().repr_failure(excinfo, style)
+
+    def spec_file(self) -> SpecFile:
+        """The file this item was collected from (its parent, always: SpecFile.collect makes every item)."""
+        assert isinstance(self.parent, SpecFile)
+        return self.parent
 
 
 class CriterionFailed(AssertionError):
@@ -177,9 +191,9 @@ class CriterionFailed(AssertionError):
 
 
 class CriterionItem(_SpecItem):
-    def runtest(self):
+    def runtest(self) -> None:
         from clirace.report._safe import status_value
-        result = self.parent.result()
+        result = self.spec_file().result()
         crit = next(c for c in result.criteria if c.id == self.criterion)
         status = status_value(crit.status)
         if status == "pass":
@@ -196,9 +210,9 @@ class CriterionItem(_SpecItem):
 
 
 class ScoreItem(_SpecItem):
-    def runtest(self):
+    def runtest(self) -> None:
         from clirace.verdict import gate
-        result = self.parent.result()
+        result = self.spec_file().result()
         minimum = _min_score(self.config)
         if self.config.getoption("clirace_score_only") or self.config.getini("clirace_score_only"):
             if result.score.score < minimum:
@@ -209,7 +223,7 @@ class ScoreItem(_SpecItem):
             raise CriterionFailed(f"{verdict.line()}\n{_below(result, minimum, head=False)}")
 
 
-def _below(result, minimum: int, head: bool = True) -> str:
+def _below(result: Result, minimum: int, head: bool = True) -> str:
     """The short failure of a score below `minimum`: the headline (what stops the next level, and the change that
     would move it) and the command that replays the run."""
     from clirace.report._locate import display_path
@@ -218,12 +232,12 @@ def _below(result, minimum: int, head: bool = True) -> str:
             + f"{_clean(result, result.score.headline())}\nreplay: {replay(result, result.replay())}")
 
 
-def _clean(result, text) -> str:
+def _clean(result: Result, text: object) -> str:
     from clirace.report._safe import clean, spec_dir_of
     return clean(text, spec_dir_of(result))
 
 
-def _failure_text(result, crit) -> str:
+def _failure_text(result: Result, crit: Criterion) -> str:
     lines = [f"{crit.id} failed: {_clean(result, crit.evidence)}"]
     for f in crit.findings:
         lines.append(f"{f.code} {f.rule['name']} [{f.severity}] {_clean(result, f.message())}")
@@ -243,7 +257,7 @@ def _failure_text(result, crit) -> str:
 # ------------------------------------------------------------------------------------------------- fixture
 
 class _Outcome:
-    def __init__(self, result):
+    def __init__(self, result: Result) -> None:
         self.result = result
         self.score = result.score.score
 
@@ -253,7 +267,8 @@ class _Outcome:
         found = next((c for c in self.result.criteria if c.id == criterion_id), None)
         if found is None:
             raise UnknownCriterion(criterion_id, [c.id for c in self.result.criteria])
-        return getattr(found.status, "value", found.status)
+        from clirace.report._safe import status_value
+        return status_value(found.status)
 
     def assert_score(self, minimum: int) -> None:
         """Fail the calling test, shortly (the headline and the replay), when the score is below `minimum`."""
@@ -265,7 +280,7 @@ class _Outcome:
 class UnknownCriterion(LookupError):
     """`outcome.criterion(id)` with an id that is no criterion of the rubric."""
 
-    def __init__(self, given: str, ids: list[str]):
+    def __init__(self, given: str, ids: list[str]) -> None:
         from clirace.spec.messages import did_you_mean
         guess = did_you_mean(given, ids)
         super().__init__(f"{given!r} is not a clirace criterion" + (f"; did you mean {guess}?" if guess else ".")
@@ -273,12 +288,12 @@ class UnknownCriterion(LookupError):
 
 
 @pytest.fixture
-def clirace(request):
+def clirace(request: pytest.FixtureRequest) -> Callable[..., _Outcome]:
     """Call with a spec path (relative to the test file's directory) and options of `clirace.check`."""
     from clirace.errors import CliraceError
     here = Path(request.path).parent
 
-    def run(spec_path, **options) -> _Outcome:
+    def run(spec_path: str | Path, **options: Any) -> _Outcome:
         path = Path(spec_path)
         path = path if path.is_absolute() else here / path
         try:

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clirace.checks import reference, registry
 from clirace.checks._observed import observed_lines
 from clirace.checks._plan import gaps
-from clirace.checks.findings import FAIL, NOT_TESTED, UNKNOWN, Finding, Verdict
+from clirace.checks.findings import NOT_TESTED, Verdict
 from clirace.cli.validate import coverage
 from clirace.errors import InternalError, SpecError, UsageError
 from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
@@ -34,65 +32,8 @@ from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
 from clirace.scenarios.plan import plan
 from clirace.spec import Spec, placeholders
 from clirace.verdict.baseline import Snapshot, snapshot
-from clirace.verdict.rubric import Criterion, Score, criteria, load_section, score
-
-
-@dataclass
-class Result:
-    spec_path: str
-    seed: int
-    score: Score
-    criteria: list[Criterion]
-    verdicts: dict[str, Verdict]
-    history: History
-    seconds: float = 0.0
-    interrupted: bool = False
-    kept: str | None = None
-    notes: list[str] = field(default_factory=list)
-    observed_lines: list[str] = field(default_factory=list)
-    gate: Any = None  # gate.Gate, once a command evaluated it with the user's options (reports show it)
-    comparison: Any = None  # baseline.Comparison, when the run was compared with a baseline
-    unfinished: list[str] = field(default_factory=list)  # planned experiments without all their records, and why
-
-    def clirace_failed(self) -> dict[str, str]:
-        """check -> what it raised, for each check that itself failed: a bug in clirace, so the run exits 3 once
-        the report of what the other checks decided is out (an exception in a config reader included)."""
-        return {check: v.clirace_failed for check, v in self.verdicts.items() if v.clirace_failed}
-
-    def replay(self, check: str | None = None) -> str:
-        """The command that runs this check again with every choice the same (seed and options)."""
-        opts = self.history.options
-        parts = ["clirace", "check", shlex.quote(self.spec_path), "--seed", str(self.seed)]
-        if opts.rounds is not None:
-            parts += ["--rounds", str(opts.rounds)]
-        if opts.parallel is not None:
-            parts += ["--parallel", str(opts.parallel)]
-        if opts.budget is not None:
-            parts += ["--budget", f"{opts.budget:g}"]
-        if not opts.strace:
-            parts.append("--no-strace")
-        if opts.allow_outside_sandbox:
-            parts.append("--allow-outside-sandbox")
-        if opts.shard:
-            parts += ["--shard", opts.shard]
-        for name in (check,) if check else opts.only:
-            parts += ["--only", name]
-        return " ".join(parts)
-
-    def observed(self) -> list[str]:
-        """How the tool was seen to lock and write, from every traced round (empty without strace)."""
-        return self.observed_lines
-
-    def missing_evidence(self) -> list[dict[str, str]]:
-        """The criteria the score stops at for want of evidence (not tested or undecided, not failed): which,
-        why, and the spec change that decides each. Reports lead with these, so a score never rests silently
-        on evidence that was not gathered."""
-        return [{"criterion": c.id, "status": "undecided" if c.status == UNKNOWN else "not tested",
-                 "why": c.evidence, "to_decide": c.to_test}
-                for c in self.score.blocked_by if c.status != FAIL]
-
-    def findings(self) -> list[Finding]:
-        return [f for v in self.verdicts.values() for f in v.findings]
+from clirace.verdict.result import Result
+from clirace.verdict.rubric import criteria, load_section, score
 
 
 def run(spec: Spec, options: RunOptions, progress: Callable[[str], None] | None = None,

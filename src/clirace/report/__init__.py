@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 
+from rich.console import Console
+
+from clirace.report._failed import Item, Items
 from clirace.report.github import to_github
 from clirace.report.jsonout import to_json
 from clirace.report.junit import to_junit
@@ -18,7 +21,7 @@ from clirace.report.sarif import to_sarif
 from clirace.report.text import console, render_text
 
 
-def to_text(items) -> str:
+def to_text(items: Items) -> str:
     """The text report as a file holds it: plain, $COLUMNS wide (default 100), no trailing spaces. A list of
     results gives each in turn."""
     buffer = io.StringIO()
@@ -26,7 +29,7 @@ def to_text(items) -> str:
     return buffer.getvalue()
 
 
-def render_all(items, out, everything=None) -> None:
+def render_all(items: Items, out: Console, everything: list[Item] | None = None) -> None:
     """Each item in turn, after the overall gate line when `everything` (default: the items) is several specs."""
     from rich.text import Text
 

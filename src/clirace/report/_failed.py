@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from clirace.errors import CliraceError
 from clirace.report._locate import Place, display_path
+from clirace.verdict.result import Result
 
 
 @dataclass
@@ -33,3 +34,7 @@ class Failed:
             return Place(display_path(path), int(line), int(column))
         except ValueError:
             return Place(display_path(where or self.spec_path))
+
+
+Item = Result | Failed  # one spec in a report: a run, or a spec that could not be checked
+Items = Item | list[Item]  # what a renderer takes: one spec, or several, each in turn

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from clirace.checks.findings import Finding
 from clirace.spec._paths import shown_path
+from clirace.spec._yaml import Located
+from clirace.verdict.result import Result
+
+Keys = tuple[str, ...]  # spec keys from the top: ("lock", "contender"); ("workloads", KIND, ...) names a kind
+KeyPath = tuple[str | int, ...]  # a path into the loaded spec: ("workloads", 0, "keys"), () for none
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ def display_path(spec_path: str) -> str:
 
 # Each scenario (registry.SCENARIO_OF) -> the spec keys that declare what it exercises, most precise first; the
 # first one the spec has is where its checks' findings point. A scenario missing here fails a unit test.
-SECTIONS: dict[str, tuple[tuple, ...]] = {
+SECTIONS: dict[str, tuple[Keys, ...]] = {
     "lock-conflict": (("lock", "contender"), ("lock",)),
     "lock-release": (("lock", "hold"), ("lock",)),
     "lock-wait": (("lock", "wait_option"), ("lock", "never_waits"), ("lock",)),
@@ -35,15 +42,15 @@ SECTIONS: dict[str, tuple[tuple, ...]] = {
 }
 # Codes whose check runs in one scenario but whose finding is about another part of the spec (s58-advice judges
 # the session experiment's trials, yet CR951 is about the lock's wait).
-CODE_SECTIONS: dict[str, tuple[tuple, ...]] = {
+CODE_SECTIONS: dict[str, tuple[Keys, ...]] = {
     "CR951": (("lock", "wait_option"), ("lock", "never_waits"), ("lock",)),
     "CR952": (("session",),),
 }
 # Where a finding points when the spec has none of its sections: the tool, never line 1 column 1.
-LAST_RESORT = (("tool", "command"), ("tool",))
+LAST_RESORT: tuple[Keys, ...] = (("tool", "command"), ("tool",))
 
 
-def _workload(trial: str, data: dict) -> tuple:
+def _workload(trial: str, data: dict[str, Any]) -> KeyPath:
     """("workloads", index) of the workload a finding's trial names ("counter: counter#1 (round 2)", or the
     workload's own `name`), or () when the trial is no workload's."""
     from clirace.history.vocab import WorkloadKind
@@ -58,13 +65,13 @@ def _workload(trial: str, data: dict) -> tuple:
     return ()
 
 
-def _section(check: str, data: dict, code: str = "", trial: str = "") -> tuple:
+def _section(check: str, data: dict[str, Any], code: str = "", trial: str = "") -> KeyPath:
     from clirace.checks.registry import SCENARIO_OF
     from clirace.history.vocab import WorkloadKind
 
     workloads = data.get("workloads") or []
 
-    def present(path: tuple) -> tuple:
+    def present(path: Keys) -> KeyPath:
         """`path` with a workload kind replaced by its index, or () when the spec does not have it."""
         if path[:1] == ("workloads",) and len(path) > 1:
             index = next((i for i, w in enumerate(workloads) if isinstance(w, dict) and w.get("kind") == path[1]),
@@ -72,7 +79,7 @@ def _section(check: str, data: dict, code: str = "", trial: str = "") -> tuple:
             if index is None or (len(path) > 2 and path[2] not in workloads[index]):
                 return ()
             return ("workloads", index, *path[2:])
-        node = data
+        node: Any = data
         for key in path:
             if not isinstance(node, dict) or key not in node:
                 return ()
@@ -92,16 +99,16 @@ def _section(check: str, data: dict, code: str = "", trial: str = "") -> tuple:
 class Locator:
     """Spec positions for checks, from one read of the spec file."""
 
-    def __init__(self, spec_path: str):
+    def __init__(self, spec_path: str) -> None:
         self.path = display_path(spec_path)
-        self.located = None
+        self.located: Located | None = None
         try:
             from clirace.spec._yaml import load_located
             self.located = load_located(Path(spec_path))
         except Exception:  # noqa: BLE001 - a missing or broken spec only costs the precise line
             self.located = None
 
-    def place(self, check: str, finding=None) -> Place:
+    def place(self, check: str, finding: Finding | None = None) -> Place:
         """Where a finding of `check` points: its workload (from the trial its evidence names), else the spec key
         of its code or its check's experiment, else tool.command."""
         if self.located is None or not isinstance(self.located.data, dict):
@@ -118,7 +125,7 @@ class Locator:
             return Place(self.path)
 
 
-def located_findings(result):
+def located_findings(result: Result) -> list[tuple[Finding, str, Place]]:
     """[(finding, check id, Place)] for every finding, in report order."""
     locator = Locator(result.spec_path)
     return [(f, check, locator.place(check, f)) for check, verdict in result.verdicts.items() for f in verdict.findings]

@@ -10,6 +10,9 @@ import os
 import re
 import sys
 import tempfile
+from enum import Enum
+
+from clirace.verdict.result import Result
 
 # C0 (tab and newline included: a caller that wants lines splits them first), DEL, C1; ESC is in C0.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -20,7 +23,7 @@ _BASES = "|".join(re.escape(base) for base in dict.fromkeys((tempfile.gettempdir
 _RUNDIR = re.compile(rf"(?:{_BASES})/(\.?)clirace-[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?")
 
 
-def _run_path(m: re.Match) -> str:
+def _run_path(m: re.Match[str]) -> str:
     if m.group(1):  # the private folder: whatever lies under it is clirace's own file of the run
         return "{run}" + (m.group(2) or "")
     return "{sandbox}" if m.group(2) else "{run}"
@@ -44,7 +47,7 @@ def shorten(text: str, spec_dir: str | None = None) -> str:
     return text
 
 
-def clean(text, spec_dir: str | None = None) -> str:
+def clean(text: object, spec_dir: str | None = None) -> str:
     """Untrusted text ready for any report, on one line: paths shortened, whitespace runs folded, controls
     escaped."""
     return escape_controls(" ".join(shorten(str(text), spec_dir).split()))
@@ -54,16 +57,16 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def status_value(status) -> str:
+def status_value(status: str) -> str:
     """A criterion or verdict status as its plain string ("pass", "fail", ...), whether str or str-Enum."""
-    return getattr(status, "value", status)
+    return status.value if isinstance(status, Enum) else status
 
 
-def spec_dir_of(result) -> str:
+def spec_dir_of(result: Result) -> str:
     return os.path.dirname(os.path.abspath(result.spec_path)) if result.spec_path else ""
 
 
-def replay(result, command: str) -> str:
+def replay(result: Result, command: str) -> str:
     """A replay command that can be pasted in the directory clirace ran in: the spec named relative to it (or
     absolute outside it), nothing shortened (a `{spec_dir}` or a quoted `~` would not run), controls escaped."""
     import shlex

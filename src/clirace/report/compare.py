@@ -3,11 +3,12 @@ output: diff.py)."""
 from __future__ import annotations
 
 from clirace.report._safe import clean
+from clirace.verdict.baseline import Comparison
 
 
-def lines(comparison) -> list[tuple[str, str, str]]:
+def lines(comparison: Comparison) -> list[tuple[str, str, str]]:
     """(status, subject, detail) for every finding code, then every criterion, then the score."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for change in comparison.changes:
         subject = {"criterion": f"criterion {change.subject}", "score": "score"}.get(change.name,
                                                                                      f"{change.subject} {change.name}")
@@ -16,7 +17,7 @@ def lines(comparison) -> list[tuple[str, str, str]]:
     return out
 
 
-def summary(comparison) -> str:
+def summary(comparison: Comparison) -> str:
     """One line, the verdict first: `regression against OLD: new CR702; score 2 -> 0; regressions: ...` or
     `no regression against OLD: fixed CR111; still CR601; score 0 -> 2`."""
     groups: dict[str, list[str]] = {}
@@ -29,6 +30,6 @@ def summary(comparison) -> str:
     return f"{verdict(comparison)} against {clean(comparison.old.source)}: {'; '.join(said)}{tail}"
 
 
-def verdict(comparison) -> str:
+def verdict(comparison: Comparison) -> str:
     return "regression" if comparison.regressions() else "no regression"
 

@@ -7,6 +7,7 @@ touching the data the verdicts depend on; a test keeps the two in step.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import yaml
 
@@ -16,25 +17,35 @@ FIELDS = ("means", "matters", "fix", "before", "after")
 
 
 @lru_cache(maxsize=1)
-def explanations() -> dict:
+def explanations() -> dict[str, dict[str, str]]:
     path = rubric_dir() / "explain.yaml"
-    return yaml.safe_load(path.read_text()) if path.exists() else {}
+    found: dict[str, dict[str, str]] = yaml.safe_load(path.read_text()) if path.exists() else {}
+    return found
 
 
-def explanation(code: str) -> dict | None:
+def explanation(code: str) -> dict[str, str] | None:
     """The explanation of `code` (FIELDS), or None for a code clirace does not know."""
     code = code.upper()
     if code not in rules():
         return None
+    return _fields(code)
+
+
+def _fields(code: str) -> dict[str, str]:
+    """Every one of FIELDS for an upper-case code, "" where explain.yaml says nothing."""
     return {**{k: "" for k in FIELDS}, **(explanations().get(code) or {})}
+
+
+def _known(code: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The rule and explanation of a code clirace knows (KeyError otherwise, as rules()[code] raises)."""
+    return rules()[code.upper()], _fields(code.upper())
 
 
 def as_text(code: str, width: int = 100) -> str:
     """For a terminal: prose wrapped to `width`, examples as they are."""
     import textwrap
 
-    rule = rules()[code.upper()]
-    ex = explanation(code)
+    rule, ex = _known(code)
     parts = [f"{code.upper()} {rule['name']} [{rule['severity']}]", ""]
     for title, key in (("What it means", "means"), ("Why it matters to an agent", "matters"), ("How to fix it", "fix")):
         text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
@@ -48,9 +59,8 @@ def as_text(code: str, width: int = 100) -> str:
 
 
 def as_markdown(code: str) -> str:
-    rule = rules()[code.upper()]
-    ex = explanation(code)
-    parts = []
+    rule, ex = _known(code)
+    parts: list[str] = []
     for title, key in (("What it means", "means"), ("Why it matters", "matters"), ("How to fix it", "fix")):
         text = ex[key] or (rule.get("fix", "") if key == "fix" else "")
         if text:
@@ -77,7 +87,7 @@ def about(name: str, width: int = 100) -> str | None:
         return None
     level, criterion = found[0]
     is_criterion = criterion["id"] == name
-    checks = criterion["checks"] if is_criterion else [check]
+    checks: list[str] = [check] if check is not None and not is_criterion else criterion["checks"]
     head = f"criterion {name}" if is_criterion else f"check {check} (under criterion {criterion['id']})"
     lines = [f"{head}, level {level} of §{section['section']} {section['title']}", "",
              textwrap.fill(" ".join(criterion["text"].split()), width), ""]

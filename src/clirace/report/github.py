@@ -6,11 +6,14 @@ line), so nothing it printed can start a workflow command of its own.
 """
 from __future__ import annotations
 
-from clirace.report._failed import Failed
+from clirace.checks.findings import Finding
+from clirace.report._failed import Failed, Items
 from clirace.report._group import more_text
-from clirace.report._locate import display_path, located_findings
+from clirace.report._locate import Place, display_path, located_findings
 from clirace.report._safe import clean, replay, spec_dir_of
 from clirace.verdict import gate
+from clirace.verdict.baseline import Comparison
+from clirace.verdict.result import Result
 
 LEVEL = {"corruption": "error", "error": "error"}  # advisory and info: notice
 
@@ -28,7 +31,7 @@ def _annotation(level: str, message: str, **props: str) -> str:
     return f"::{level} {rendered}::{escape_data(message)}" if rendered else f"::{level}::{escape_data(message)}"
 
 
-def to_github(items) -> str:
+def to_github(items: Items) -> str:
     """One result, a Failed spec, or a list of them."""
     if not isinstance(items, list):
         items = [items]
@@ -41,12 +44,12 @@ def _failed(failed: Failed) -> str:
                        col=str(place.column), title=f"clirace {failed.kind}")
 
 
-def _one(result) -> str:
+def _one(result: Result) -> str:
     spec_dir = spec_dir_of(result)
     spec = display_path(result.spec_path)
     verdict = gate.of(result)
-    lines = []
-    groups: dict[str, list] = {}
+    lines: list[str] = []
+    groups: dict[str, list[tuple[Finding, str, Place]]] = {}
     for finding, check, place in located_findings(result):
         groups.setdefault(finding.code, []).append((finding, check, place))
     for code, items in groups.items():
@@ -68,7 +71,7 @@ def _one(result) -> str:
     return "\n".join(lines)
 
 
-def comparison_lines(comparison, spec: str = "") -> list[str]:
+def comparison_lines(comparison: Comparison, spec: str = "") -> list[str]:
     """An ::error per regression, then one ::notice that sums the comparison up."""
     from clirace.report.compare import summary
     lines = [_annotation("error", clean(change.said()), file=spec,

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
+from clirace.checks.findings import UNKNOWN
 from clirace.history.version import __version__
-from clirace.report._failed import Failed
+from clirace.report._failed import Failed, Item, Items
 from clirace.report._locate import display_path
 from clirace.report._safe import replay, status_value
 from clirace.verdict import gate
-from clirace.verdict.rubric import UNKNOWN, load_section
+from clirace.verdict.result import Result
+from clirace.verdict.rubric import load_section
 
 PUBLIC_STATUS = {"pass": "pass", "fail": "fail", "not_tested": "not_tested", "unknown": "not_tested"}
 
 
-def as_dict(result) -> dict:
+def as_dict(result: Item) -> dict[str, Any]:
     if isinstance(result, Failed):
         return failed_dict(result)
     section = load_section("s15")
@@ -50,13 +53,13 @@ def as_dict(result) -> dict:
     }
 
 
-def _finding(result, data: dict) -> dict:
+def _finding(result: Result, data: dict[str, Any]) -> dict[str, Any]:
     """A finding's dict with its replay command naming the spec as the user would type it."""
     data["evidence"]["replay"] = replay(result, data["evidence"]["replay"]) if data["evidence"]["replay"] else ""
     return data
 
 
-def failed_dict(failed: Failed) -> dict:
+def failed_dict(failed: Failed) -> dict[str, Any]:
     place = failed.place()
     return {
         "clirace_version": __version__,
@@ -67,7 +70,7 @@ def failed_dict(failed: Failed) -> dict:
     }
 
 
-def to_json(items) -> str:
+def to_json(items: Items) -> str:
     """One result (or Failed) as an object; a list of several as a list."""
     if isinstance(items, list):
         data = as_dict(items[0]) if len(items) == 1 else [as_dict(item) for item in items]

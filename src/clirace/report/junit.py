@@ -9,13 +9,15 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
-from clirace.report._failed import Failed
+from clirace.checks.findings import Finding
+from clirace.report._failed import Failed, Items
 from clirace.report._locate import display_path
 from clirace.report._safe import clean, replay, spec_dir_of, status_value
 from clirace.verdict import gate
+from clirace.verdict.result import Result
 
 
-def _finding_text(result, finding, spec_dir: str) -> str:
+def _finding_text(result: Result, finding: Finding, spec_dir: str) -> str:
     ev = finding.evidence
     lines = [f"{finding.code} {finding.rule['name']} [{finding.severity}] {clean(finding.message(), spec_dir)}"]
     if ev.trial:
@@ -34,7 +36,7 @@ def _finding_text(result, finding, spec_dir: str) -> str:
     return "\n".join(lines)
 
 
-def to_junit(items) -> str:
+def to_junit(items: Items) -> str:
     """One result, a Failed spec, or a list of them: a testsuite each."""
     if not isinstance(items, list):
         items = [items]
@@ -59,7 +61,7 @@ def _failed(failed: Failed) -> ET.Element:
     return suite
 
 
-def _suite(result) -> ET.Element:
+def _suite(result: Result) -> ET.Element:
     spec_dir = spec_dir_of(result)
     spec = display_path(result.spec_path) or "spec"
     name = os.path.basename(spec)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 
-from clirace.report._failed import Failed
+from clirace.checks.findings import Finding
+from clirace.report._failed import Failed, Items
 from clirace.report._group import grouped, more_text, shown_invocations
 from clirace.report._safe import clean, clip, escape_controls, replay, spec_dir_of, status_value
 from clirace.verdict import gate
+from clirace.verdict.baseline import Comparison
+from clirace.verdict.result import Result
 from clirace.verdict.rubric import load_section
 
 LIMIT = 65_536  # GitHub's limit on a comment or a step summary, in characters
@@ -26,7 +29,7 @@ ICON = {"pass": "✅ pass", "fail": "❌ fail", "not_tested": "⚪ not tested", 
 _TICKS = re.compile(r"`+")
 
 
-def code(text, spec_dir: str | None = None, *, limit: int = FIELD, cell: bool = False, verbatim: bool = False) -> str:
+def code(text: object, spec_dir: str | None = None, *, limit: int = FIELD, cell: bool = False, verbatim: bool = False) -> str:
     """Untrusted text as one inline code span (one line; `|` escaped inside a table cell, as GFM requires).
     `verbatim`: controls escaped but paths not shortened (a command to paste)."""
     text = clip(escape_controls(" ".join(str(text).split())) if verbatim else clean(text, spec_dir), limit)
@@ -49,7 +52,7 @@ def fenced(text: str) -> str:
 class _Code:
     """A message argument that formats as a code span, whatever conversion the rule's template applies."""
 
-    def __init__(self, value, spec_dir):
+    def __init__(self, value: object, spec_dir: str) -> None:
         self.value, self.spec_dir = value, spec_dir
 
     def __format__(self, spec: str) -> str:
@@ -64,15 +67,16 @@ class _Code:
         return code(repr(self.value), self.spec_dir)
 
 
-def message(finding, spec_dir: str) -> str:
+def message(finding: Finding, spec_dir: str) -> str:
     """The rule's message (trusted template) with every argument (untrusted) in a code span."""
     try:
-        return finding.rule["message"].format(**{k: _Code(v, spec_dir) for k, v in finding.args.items()})
+        template: str = finding.rule["message"]
+        return template.format(**{k: _Code(v, spec_dir) for k, v in finding.args.items()})
     except (KeyError, IndexError, ValueError, TypeError):
         return code(finding.message(), spec_dir)
 
 
-def _evidence_block(finding, others, spec_dir: str) -> str:
+def _evidence_block(finding: Finding, others: list[Finding], spec_dir: str) -> str:
     ev = finding.evidence
     lines = []
     if ev.trial:
@@ -92,7 +96,7 @@ def _evidence_block(finding, others, spec_dir: str) -> str:
     return "\n".join(["<details><summary>Evidence</summary>", "", fenced(body), "", "</details>"])
 
 
-def _finding(result, finding, others, spec_dir: str) -> str:
+def _finding(result: Result, finding: Finding, others: list[Finding], spec_dir: str) -> str:
     parts = [f"#### {finding.code} {finding.rule['name']} ({finding.severity})", "", message(finding, spec_dir), ""]
     if finding.rule.get("fix"):
         parts += [f"**Fix:** {finding.rule['fix']}", ""]
@@ -105,7 +109,7 @@ def _finding(result, finding, others, spec_dir: str) -> str:
 GATE_ICON = {True: "✅ passed", False: "❌ failed"}
 
 
-def to_markdown(items, limit: int = LIMIT) -> str:
+def to_markdown(items: Items, limit: int = LIMIT) -> str:
     """One result, a Failed spec, or a list of them (each its own section, sharing GitHub's limit)."""
     if not isinstance(items, list):
         items = [items]
@@ -121,12 +125,12 @@ def _failed(failed: Failed) -> str:
                       f"Line {place.line}, column {place.column}: {code(failed.message(), limit=CELL * 2)}", ""])
 
 
-def _gate_word(result) -> str:
+def _gate_word(result: Result) -> str:
     verdict = gate.of(result)
     return GATE_ICON[verdict.passed] + ("" if verdict.enforced or verdict.passed else " (not enforced: --exit-zero)")
 
 
-def _one(result, limit: int) -> str:
+def _one(result: Result, limit: int) -> str:
     section = load_section("s15")
     spec_dir = spec_dir_of(result)
     top = max(level["score"] for level in section["levels"])
@@ -178,7 +182,7 @@ def _one(result, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 100].rsplit("\n", 1)[0] + "\n\n_(report cut to fit)_\n"
 
 
-def comparison_block(comparison) -> list[str]:
+def comparison_block(comparison: Comparison) -> list[str]:
     from clirace.report.compare import lines
     out = [f"### Compared with the baseline {code(comparison.old.source)}", ""]
     for status, subject, detail in lines(comparison):
@@ -189,7 +193,7 @@ def comparison_block(comparison) -> list[str]:
 _PLAIN = re.compile(r"[A-Za-z0-9 .,:;()'\"=+%/>-]*")
 
 
-def plain_or_code(text) -> str:
+def plain_or_code(text: object) -> str:
     """clirace's own words and numbers as they are; anything that could be Markdown (or came from the target
     and is not plain) in a code span."""
     text = clean(text)
@@ -198,7 +202,7 @@ def plain_or_code(text) -> str:
     return code(text)
 
 
-def _assemble(head, blocks, tail, dropped: int) -> str:
+def _assemble(head: list[str], blocks: list[str], tail: list[str], dropped: int) -> str:
     lines = list(head)
     if blocks or dropped:
         lines += ["", "### Findings", ""]

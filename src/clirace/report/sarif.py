@@ -3,20 +3,22 @@ finding, located at the spec line that declared what was exercised."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from clirace.history.version import __version__
-from clirace.report._failed import Failed
+from clirace.report._failed import Failed, Items
 from clirace.report._locate import located_findings
 from clirace.report._safe import clean, replay, spec_dir_of
 from clirace.report.explain import as_markdown, explanation
 from clirace.verdict import gate
+from clirace.verdict.result import Result
 from clirace.verdict.rubric import rules
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"corruption": "error", "error": "error", "advisory": "note", "info": "note"}
 
 
-def _rule(code: str, rule: dict) -> dict:
+def _rule(code: str, rule: dict[str, Any]) -> dict[str, Any]:
     ex = explanation(code) or {}
     return {
         "id": code,
@@ -30,16 +32,16 @@ def _rule(code: str, rule: dict) -> dict:
     }
 
 
-def _catalogue() -> dict:
+def _catalogue() -> dict[str, dict[str, Any]]:
     return {code: rule for code, rule in rules().items() if not rule.get("retired")}
 
 
-def _driver() -> dict:
+def _driver() -> dict[str, Any]:
     return {"name": "clirace", "version": __version__, "semanticVersion": __version__,
             "rules": [_rule(code, rule) for code, rule in _catalogue().items()]}
 
 
-def _failed_run(failed: Failed) -> dict:
+def _failed_run(failed: Failed) -> dict[str, Any]:
     """A spec that could not be checked: the error as a result of its own rule (so that a code-scanning upload
     shows an open alert, never "every clirace alert is fixed"), a tool execution notification saying the same
     (SARIF's place for a tool's configuration error), and the invocation marked unsuccessful."""
@@ -62,15 +64,15 @@ def _failed_run(failed: Failed) -> dict:
             "properties": {"error": clean(failed.message()), "gate": "failed"}}
 
 
-def _run(result) -> dict:
+def _run(result: Result) -> dict[str, Any]:
     spec_dir = spec_dir_of(result)
     index = {code: i for i, code in enumerate(_catalogue())}
-    results = []
+    results: list[dict[str, Any]] = []
     for finding, check, place in located_findings(result):
         message = clean(finding.message(), spec_dir)
         if finding.evidence.replay:
             message += f" Replay: {replay(result, finding.evidence.replay)}"
-        entry = {"ruleId": finding.code, "level": LEVEL.get(finding.severity, "warning"), "message": {"text": message},
+        entry: dict[str, Any] = {"ruleId": finding.code, "level": LEVEL.get(finding.severity, "warning"), "message": {"text": message},
                  "locations": [{"physicalLocation": {"artifactLocation": {"uri": place.path or "clirace.yaml"},
                                                      "region": {"startLine": place.line,
                                                                 "startColumn": place.column}}}],
@@ -89,7 +91,7 @@ def _run(result) -> dict:
     }
 
 
-def as_dict(items) -> dict:
+def as_dict(items: Items) -> dict[str, Any]:
     """One result, a Failed spec, or a list of them: a run each."""
     if not isinstance(items, list):
         items = [items]
@@ -97,5 +99,5 @@ def as_dict(items) -> dict:
             "runs": [_failed_run(item) if isinstance(item, Failed) else _run(item) for item in items]}
 
 
-def to_sarif(items) -> str:
+def to_sarif(items: Items) -> str:
     return json.dumps(as_dict(items), indent=2)

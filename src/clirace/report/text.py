@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
+from typing import IO, cast
 
 from rich import box
 from rich.console import Console
@@ -17,11 +19,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from clirace.report._failed import Failed
+from clirace.report._failed import Failed, Item
 from clirace.report._group import grouped, more_text, shown_invocations
 from clirace.report._locate import display_path
 from clirace.report._safe import clean, replay, spec_dir_of, status_value
 from clirace.verdict import gate
+from clirace.verdict.baseline import Comparison
+from clirace.verdict.result import Result
 from clirace.verdict.rubric import load_section
 
 STYLE = {"pass": "green", "fail": "bold red", "not_tested": "yellow", "unknown": "magenta", "not_applicable": "dim"}
@@ -45,7 +49,7 @@ class _NoTrailingSpace:
     """A file wrapper that drops the spaces Rich pads table cells with at the end of each line (before the
     colour codes that close the line, when coloured)."""
 
-    def __init__(self, file):
+    def __init__(self, file: IO[str]) -> None:
         self.file, self.pending = file, ""
 
     def write(self, text: str) -> int:
@@ -65,7 +69,7 @@ class _NoTrailingSpace:
         return False
 
 
-def wants_colour(file, color: str = "auto") -> bool:
+def wants_colour(file: IO[str], color: str = "auto") -> bool:
     """--color always|never, else NO_COLOR (set and not empty: no colour), else FORCE_COLOR (set and not empty:
     colour), else colour only on a terminal."""
     if color in ("always", "never"):
@@ -77,7 +81,7 @@ def wants_colour(file, color: str = "auto") -> bool:
     return file.isatty()
 
 
-def console(file=None, color: str = "auto") -> Console:
+def console(file: IO[str] | None = None, color: str = "auto") -> Console:
     """A terminal gets its own width and a box around the table; anything else (a pipe, a file) is $COLUMNS
     wide (default 100), boxless, without trailing spaces. Colour is decided apart (wants_colour): it never
     changes the layout."""
@@ -90,7 +94,8 @@ def console(file=None, color: str = "auto") -> Console:
         width = int(os.environ.get("COLUMNS", "")) or PIPE_WIDTH
     except ValueError:
         width = PIPE_WIDTH
-    return Console(file=_NoTrailingSpace(file), no_color=not colour, color_system="standard" if colour else None,
+    # rich asks its file for write, flush and isatty only (fileno through getattr, tolerating its absence)
+    return Console(file=cast(IO[str], _NoTrailingSpace(file)), no_color=not colour, color_system="standard" if colour else None,
                    force_terminal=colour, highlight=False, emoji=False, width=max(40, width))
 
 
@@ -102,17 +107,17 @@ def _indented(text: Text, indent: int) -> Padding:
     return Padding(text, (0, 0, 0, indent), expand=False)
 
 
-def render_text(result, out: Console) -> None:
+def render_text(result: Item, out: Console) -> None:
     if isinstance(result, Failed):
         _render_failed(result, out)
         return
     section = load_section("s15")
     spec_dir = spec_dir_of(result)
 
-    def safe(text) -> str:
+    def safe(text: object) -> str:
         return clean(text, spec_dir)
 
-    def say(text, indent: int = 0, style: str = "") -> None:
+    def say(text: str, indent: int = 0, style: str = "") -> None:
         out.print(_indented(Text(text, style=style), indent) if indent else Text(text, style=style))
 
     passed = gate.of(result)
@@ -173,7 +178,7 @@ def render_text(result, out: Console) -> None:
     out.file.flush()
 
 
-def _criteria(result, out: Console, safe) -> None:
+def _criteria(result: Result, out: Console, safe: Callable[[object], str]) -> None:
     section = load_section("s15")
     rows = []
     for c in result.criteria:
@@ -198,7 +203,7 @@ def _criteria(result, out: Console, safe) -> None:
     out.print(table)
 
 
-def _comparison(comparison, out: Console, safe) -> None:
+def _comparison(comparison: Comparison, out: Console, safe: Callable[[object], str]) -> None:
     from clirace.report.compare import lines
     out.print(Text(f"Compared with {safe(comparison.old.source)}", style="bold"))
     for status, subject, detail in lines(comparison):

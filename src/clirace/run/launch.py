@@ -121,7 +121,7 @@ class Running:
     def pid(self) -> int:
         return self.proc.pid
 
-    def poll(self):
+    def poll(self) -> int | None:
         return self.proc.poll()
 
     def signal_group(self, sig: int) -> None:

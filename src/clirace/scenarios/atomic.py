@@ -18,6 +18,8 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from types import TracebackType
+from typing import TypedDict
 
 from clirace.history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
 from clirace.history.vocab import ConfigFormat, EventKind, WorkloadKind
@@ -32,6 +34,14 @@ KILL_CALLS = f"{observe.WRITE_CALLS},fsync,fdatasync,{observe.RENAME_CALLS}"
 TRUNCATING = "openat"  # traced too: an open of the config with O_TRUNC empties it (an in-place writer's first step)
 KILL_LOG_CAP = 8 * 1024  # the end of a kill run's strace log kept in the history
 MAX_DISTINCT_SAMPLES = 200  # distinct config contents kept; the rest are counted in `dropped`
+
+
+class _Killing(TypedDict):
+    """observe.kill_prefix's arguments for one kill point (a daemon's adds `attach`)."""
+    calls: str
+    when: int
+    log: Path
+    path: str | None
 
 
 def _keys_workload(ctx: Context) -> Workload | None:
@@ -64,7 +74,7 @@ def run(ctx: Context) -> None:
             # strace's command line and plants a link or FIFO there first redirects or blocks nothing.
             log = box.own_file("kill")
             # Counted on the config's path in this sandbox, as the point was numbered in the traced one.
-            killing = {"calls": point.call, "when": point.when, "log": log, "path": str(path) if point.path else None}
+            killing: _Killing = {"calls": point.call, "when": point.when, "log": log, "path": str(path) if point.path else None}
             if point.daemon:
                 _daemon_killed(box, workload, point, path, killing)
             elif point.after:
@@ -99,7 +109,7 @@ def _killed_just_after(box: Box, workload: Workload, point: KillPoint, path: Pat
         log.write_text(killer.log())
 
 
-def _daemon_killed(box: Box, workload: Workload, point: KillPoint, path: Path, killing: dict) -> None:
+def _daemon_killed(box: Box, workload: Workload, point: KillPoint, path: Path, killing: _Killing) -> None:
     """The command run plainly while the daemon that writes for it (started again by this sandbox's setup or
     seed write) is killed at `point` by an strace attached to it by pid."""
     pid = next((p for p, command in _daemons(box).items() if command == point.daemon), None)
@@ -148,28 +158,30 @@ class _Attached:
     DETACH_WAIT = 5.0
 
     def __init__(self, argv: list[str], pids: dict[int, str], required: bool = True):
-        self.argv, self.pids, self.proc, self.required = argv, list(pids), None, required
+        self.argv, self.pids, self.required = argv, list(pids), required
+        self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> _Attached:
         if not self.pids:
             return self
         argv = list(self.argv)
         for pid in self.pids:
             argv += ["-p", str(pid)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + self.ATTACH_WAIT
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if all(stopper.tracer_of(pid) in (self.proc.pid, None) for pid in self.pids):
+        while time.monotonic() < deadline and proc.poll() is None:
+            if all(stopper.tracer_of(pid) in (proc.pid, None) for pid in self.pids):
                 return self
             time.sleep(stopper.POLL)
-        self.__exit__()
+        self.__exit__(None, None, None)
         if not self.required:
             return self
         raise TrialFailed(f"strace could not attach to the daemon{'s' if len(self.pids) > 1 else ''} "
                           f"{', '.join(map(str, self.pids))}")
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -193,7 +205,7 @@ def _on_point_file(line: str, point: KillPoint, path: Path) -> bool:
     return Path(op.paths[0]).parent == path.parent and op.paths[0] != str(path)
 
 
-def _killed_after_exec(box: Box, workload: Workload, point: KillPoint, killing: dict) -> None:
+def _killed_after_exec(box: Box, workload: Workload, point: KillPoint, killing: _Killing) -> None:
     """The killed writer, started under a strace that stops it at its exec of `point.exec_path` with the argv the
     traced run saw; an strace that counts and kills from there takes it over (stopper.Handover)."""
     root = str(box.sandbox.root)

@@ -11,7 +11,7 @@ no effect to read back: unknown, never lost.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from clirace.history.vocab import Outcome
 from clirace.scenarios._box import Box
@@ -25,7 +25,14 @@ def writes_key(command: Any) -> bool:
     return any(field in arg for arg in words(command) for field in FIELDS)
 
 
-def values(box: Box, label: str, *commands: Any) -> dict[str, str]:
+class Effect(TypedDict, total=False):
+    """The placeholders an invocation's effect fills: both or neither. Typed apart so that spreading them into
+    Box.run or Box.start can never fill one of its own parameters."""
+    key: str
+    value: str
+
+
+def values(box: Box, label: str, *commands: Any) -> Effect:
     """The {key} and {value} of the invocation `label`, noted in the trial's record as its effect, when one of its
     `commands` (argv, or the hold command's environment values) names them; {} otherwise."""
     if not any(writes_key(command) for command in commands):

@@ -24,6 +24,7 @@ import sqlite3
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 from clirace.checks import timing
 from clirace.history import Invocation
@@ -90,8 +91,8 @@ class Holder:
         return self.box.spec.timeout
 
     # --- ending a holder that is a tool process ---------------------------------------------------------
-    def _spawn(self, sub, **extra) -> None:
-        self.running = self.box.start("holder", sub, pty=self.pty, **extra, **effects.values(self.box, "holder", sub))
+    def _spawn(self, sub: Any) -> None:
+        self.running = self.box.start("holder", sub, pty=self.pty, **effects.values(self.box, "holder", sub))
 
     def interrupt(self, sig: int, wait: float) -> Invocation:
         """Stop the holder with `sig` (SIGINT as Ctrl-C on its terminal when pty); wait for it to exit."""
@@ -146,6 +147,14 @@ class Holder:
         self.close()
 
 
+class _HookValues(effects.Effect):
+    """The placeholders a test hook's command and environment may name."""
+    ready_file: str
+    release_file: str
+    hold_seconds: str
+    hold_ms: str
+
+
 class CommandHold(Holder):
     """A test hook: `lock.hold.command`, ready when `lock.hold.ready` says so, released by {release_file}; or
     `lock.hold.run`, a helper program that is not the tool (so the tool is not the holder)."""
@@ -166,10 +175,11 @@ class CommandHold(Holder):
         return self.box.spec.timeout + (0 if uses_release_file else self.hold_seconds())
 
     def _take(self) -> None:
-        values: dict[str, object] = dict(ready_file=self.ready_file, release_file=self.release_file,
-                                         hold_seconds=f"{self.hold_seconds():g}",
-                                         hold_ms=f"{int(self.hold_seconds() * 1000)}")
-        values.update(effects.values(self.box, "holder", self.spec.command, [value for _, value in self.spec.env]))
+        assert self.spec.command is not None  # a command hold has one (spec validation)
+        values = _HookValues(ready_file=str(self.ready_file), release_file=str(self.release_file),
+                             hold_seconds=f"{self.hold_seconds():g}", hold_ms=f"{int(self.hold_seconds() * 1000)}",
+                             **effects.values(self.box, "holder", self.spec.command,
+                                              [value for _, value in self.spec.env]))
         env = {name: self.box.path(value, **values) for name, value in self.spec.env}
         command = OwnCommand(self.spec.command) if self.spec.own else self.spec.command
         self.running = self.box.start("holder", command, pty=self.pty, extra_env=env or None, **values)
@@ -509,7 +519,7 @@ class ServerTakeHold(Holder):
                 if not rows:
                     self.served.postgres.release()
                     raise TrialFailed(f"clirace could not lock the row: no row of {self.spec.row} exists after setup")
-        except (OSError, ServerError) as exc:
+        except (OSError, *ServerError) as exc:
             raise TrialFailed(f"clirace could not take the {kind} lock: {exc}") from None
         self.held = True
 

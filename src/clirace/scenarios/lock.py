@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from typing import TypedDict
 
 from clirace.checks import timing
 from clirace.history import FileOp, LockConflict, LockRelease, LockWait, Watched
@@ -229,6 +230,12 @@ def _follow_hint(box: Box, hold: Holder, printed: str) -> None:
             return
 
 
+class _Timeouts(TypedDict):
+    """The placeholders lock.wait_option and lock.wait_env may name: the wait asked of the contender."""
+    timeout_ms: int
+    timeout_s: str
+
+
 def wait(ctx: Context) -> None:
     lock = ctx.spec.lock
     if lock is not None and lock.never_waits:
@@ -241,7 +248,7 @@ def wait(ctx: Context) -> None:
         return
     wait_ms = int(lock.wait * 1000)
     margin = max(1.0, lock.wait * 0.5)
-    timeouts = {"timeout_ms": wait_ms, "timeout_s": f"{lock.wait:g}"}
+    timeouts = _Timeouts(timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")
     prefix = lock.wait_option or ()
     for round_ in range(2):  # a second time when the first ended outside its bounds: a timing finding is seen twice
         ctx.say(f"lock: contender asked to wait {wait_ms} ms" + (" (again: it ended outside its bounds)" if round_ else ""))
@@ -275,11 +282,11 @@ def wait(ctx: Context) -> None:
                 _let_holder_finish(box, hold)
             effects.read_back(box)
         done = ctx.trials[-1]
-        alone, contender = done.invocation("alone"), done.invocation("contender")
-        if done.error or alone is None or contender is None:
+        ran_alone, contended = done.invocation("alone"), done.invocation("contender")
+        if done.error or ran_alone is None or contended is None:
             return  # judged undecided as it is: repeating it would not tell the clock from the tool
-        low, high = timing.wait_bounds(wait_ms, int(margin * 1000), alone.duration)
-        if not contender.timed_out and low <= contender.duration * 1000 <= high:
+        low, high = timing.wait_bounds(wait_ms, int(margin * 1000), ran_alone.duration)
+        if not contended.timed_out and low <= contended.duration * 1000 <= high:
             return
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from clirace.history import (
 )
 from clirace.history.vocab import ConfigFormat, Outcome, WorkloadKind
 from clirace.run import observe, safefs
+from clirace.run.launch import Running
 from clirace.run.locking import CALLS as LOCK_CALLS
 from clirace.run.rendezvous import OVERALL, Arrival, commit_point_prefix
 from clirace.run.rendezvous import Rendezvous as RendezvousRun
@@ -175,7 +177,8 @@ class Parallel:
             released_after=seen["released_after"], why_released=seen["why"])
         box.fields["amplified"] = False  # the proxy holds them; strace does not run
 
-    def _in_turn(self, jobs: list[Any], meeting_of: Any) -> dict:
+    def _in_turn(self, jobs: list[Any], meeting_of: Callable[[list[Running]], RendezvousRun | ServerRendezvous]
+                 ) -> dict[str, Any]:
         """Start the jobs together; the meeting (`meeting_of(runnings)`) waits until they have arrived and lets
         them go on in turn; every invocation recorded; what the meeting saw."""
         box = self.box

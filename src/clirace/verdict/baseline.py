@@ -178,15 +178,15 @@ def compare(old: Snapshot, new: Snapshot) -> Comparison:
                 out.changes.append(Change(code, rules().get(code, {}).get("name", ""), UNDECIDED,
                                           f"{check_id} did not examine it now: {why}"))
     for criterion in list(dict.fromkeys([*new.criteria, *old.criteria])):
-        before, now = old.criteria.get(criterion, "absent"), new.criteria.get(criterion, "absent")
-        detail = f"{before} -> {now}" if before != now else f"{now}, as before"
-        if now in ("not tested", "undecided", "absent"):
+        was, is_ = old.criteria.get(criterion, "absent"), new.criteria.get(criterion, "absent")
+        detail = f"{was} -> {is_}" if was != is_ else f"{is_}, as before"
+        if is_ in ("not tested", "undecided", "absent"):
             status = UNDECIDED
-        elif now == "fail":
-            status = STILL if before == "fail" else NEW
+        elif is_ == "fail":
+            status = STILL if was == "fail" else NEW
         else:
-            status = FIXED if before == "fail" else STILL
-        out.changes.append(Change(criterion, "criterion", status, detail, regression=before == "pass" and now == "fail"))
+            status = FIXED if was == "fail" else STILL
+        out.changes.append(Change(criterion, "criterion", status, detail, regression=was == "pass" and is_ == "fail"))
     if new.score != old.score:
         out.changes.append(Change("score", "score", FIXED if new.score > old.score else NEW,
                                   f"{old.score} -> {new.score}", regression=new.score < old.score))

@@ -10,11 +10,14 @@ reports but does not enforce it: the exit status is 0 unless clirace itself coul
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from clirace.checks.findings import FAIL, NOT_TESTED, PASS
+from clirace.checks.findings import FAIL, NOT_TESTED, PASS, Finding
 from clirace.errors import EXIT_BELOW_MIN_SCORE, EXIT_OK
+from clirace.verdict.baseline import Comparison
+from clirace.verdict.rubric import Criterion, Score
 
 EXIT_GATE_FAILED = EXIT_BELOW_MIN_SCORE  # one exit status for every reason the gate fails (README, Exit codes)
 
@@ -49,11 +52,29 @@ class Gate:
 CORRUPTION = "no-silent-corruption"
 
 
-def evaluate(result, min_score: int = 0, exit_zero: bool = False, comparison=None,
+class SpecItem(Protocol):
+    """A spec in a list of several: a run (Judged), or report/_failed.Failed when it could not be checked."""
+    @property
+    def spec_path(self) -> str: ...
+
+
+@runtime_checkable
+class Judged(SpecItem, Protocol):
+    """What the gate reads of a run (verdict/result.Result, which names this module's Gate: hence a protocol)."""
+    @property
+    def score(self) -> Score: ...
+    @property
+    def criteria(self) -> list[Criterion]: ...
+    @property
+    def gate(self) -> Gate | None: ...
+    def findings(self) -> list[Finding]: ...
+
+
+def evaluate(result: Judged, min_score: int = 0, exit_zero: bool = False, comparison: Comparison | None = None,
              allow_undecided: bool = False) -> Gate:
-    """The gate for `result` (a pipeline.Result) under the user's options and an optional baseline comparison."""
+    """The gate for `result` (a verdict.result.Result) under the user's options and an optional baseline comparison."""
     score = result.score.score
-    failures = []
+    failures: list[str] = []
     corrupt = sorted({f"{f.code} {f.rule['name']}" for f in result.findings() if f.severity == "corruption"})
     if corrupt:
         failures.append(f"silent corruption was found ({', '.join(corrupt)})")
@@ -73,7 +94,7 @@ def evaluate(result, min_score: int = 0, exit_zero: bool = False, comparison=Non
     return Gate(min_score, True, "; ".join(passed), not exit_zero)
 
 
-def _undecided(result) -> str:
+def _undecided(result: Judged) -> str:
     """What the gate says when no-silent-corruption was neither passed nor failed, else ""."""
     criterion = next((c for c in result.criteria if c.id == CORRUPTION), None)
     if criterion is None or criterion.status in (PASS, FAIL):
@@ -82,12 +103,12 @@ def _undecided(result) -> str:
     return f"{CORRUPTION} {how}, so silent corruption was not ruled out ({criterion.evidence})"
 
 
-def of(result) -> Gate:
+def of(result: Judged) -> Gate:
     """The gate a report shows: the one the command evaluated, else the default (corruption fails, min 0)."""
-    return getattr(result, "gate", None) or evaluate(result)
+    return result.gate or evaluate(result)
 
 
-def overall(items) -> Gate | None:
+def overall(items: Sequence[Judged | SpecItem]) -> Gate | None:
     """With several specs, the one gate over all of them (the first line of the text and Markdown reports):
     failed when any spec's gate fails or any spec could not be checked; None for a single spec, whose own gate
     line says it all."""
@@ -95,7 +116,7 @@ def overall(items) -> Gate | None:
         return None
     from clirace.spec._paths import shown_path
 
-    gates = [(item, of(item) if hasattr(item, "score") else None) for item in items]
+    gates = [(item, of(item) if isinstance(item, Judged) else None) for item in items]
     failing = [(item, g) for item, g in gates if g is None or not g.passed]
     if not failing:
         return Gate(0, True, f"all {len(items)} specs passed")

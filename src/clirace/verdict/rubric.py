@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clirace.checks.catalogue import load_section, lock_held_schema, rubric_dir, rule, rules  # noqa: F401 - re-exported
+# re-exported: the rubric's sections and rules, as reports and commands read them
+from clirace.checks.catalogue import load_section as load_section
+from clirace.checks.catalogue import rubric_dir as rubric_dir
+from clirace.checks.catalogue import rules as rules
 from clirace.checks.findings import FAIL, NOT_APPLICABLE, NOT_TESTED, PASS, UNKNOWN, Finding, Status, Verdict
 
 
