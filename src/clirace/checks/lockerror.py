@@ -25,10 +25,10 @@ _DECODER = json.JSONDecoder()
 
 @dataclass
 class PrintedError:
-    error: dict | None = None  # the error object (code, message, retry_after_ms, ...)
-    envelope: dict | None = None  # the whole object when the error sits under "error"
+    error: dict[str, Any] | None = None  # the error object (code, message, retry_after_ms, ...)
+    envelope: dict[str, Any] | None = None  # the whole object when the error sits under "error"
     stream: str = ""
-    problems: list[tuple[str, dict]] = field(default_factory=list)  # (rule code, args) for the criterion
+    problems: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (rule code, args) for the criterion
 
     @property
     def structured(self) -> bool:
@@ -61,12 +61,12 @@ def succeeded(inv: Invocation) -> bool:
                            and find_error(inv.stdout, inv.stderr).says_lock_held)
 
 
-MAX_DESCENT = 8
-MAX_SCANNED = 1 << 20  # characters of one stream looked at: a history clirace wrote keeps 64 KiB of each  # levels of an unparseable object looked into for objects inside it (`Error: {not json {...}}`)
+MAX_DESCENT = 8  # levels of an unparseable object looked into for objects inside it (`Error: {not json {...}}`)
+MAX_SCANNED = 1 << 20  # characters of one stream looked at: a history clirace wrote keeps 64 KiB of each
 _SPECIAL = re.compile(r'[{}"\\]')
 
 
-_Span = tuple[int, int, list]  # start, end, the closed {...} directly inside
+_Span = tuple[int, int, list["_Span"]]  # start, end, the closed {...} directly inside
 
 
 def json_objects(text: str) -> Iterator[dict[str, Any]]:
@@ -121,18 +121,17 @@ def _parsed(text: str, spans: list[_Span], descent: int) -> Iterator[dict[str, A
 
 def find_error(stdout: str, stderr: str) -> PrintedError:
     """The most relevant JSON error object printed, with what is wrong with it for §15 level 2."""
-    candidates = []
+    candidates: list[tuple[dict[str, Any], dict[str, Any] | None, str]] = []  # (error, envelope, stream)
     for stream, text in (("stdout", stdout), ("stderr", stderr)):
         for obj in json_objects(text):
             if isinstance(obj.get("error"), dict):
-                candidates.append(PrintedError(obj["error"], obj, stream))
+                candidates.append((obj["error"], obj, stream))
             elif "code" in obj:
-                candidates.append(PrintedError(obj, None, stream))
+                candidates.append((obj, None, stream))
     if not candidates:
         return PrintedError()
-    best = next((c for c in candidates if c.error.get("code") in CONFLICT_CODES), candidates[0])
-    best.problems = _problems(best.error)
-    return best
+    error, envelope, stream = next((c for c in candidates if c[0].get("code") in CONFLICT_CODES), candidates[0])
+    return PrintedError(error, envelope, stream, _problems(error))
 
 
 def printed_error(inv: Invocation) -> PrintedError:
@@ -145,12 +144,12 @@ def printed_error(inv: Invocation) -> PrintedError:
 
 
 @lru_cache(maxsize=1)
-def _validator():
+def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(lock_held_schema())
 
 
-def _problems(error: dict) -> list[tuple[str, dict]]:
-    problems = []
+def _problems(error: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    problems: list[tuple[str, dict[str, Any]]] = []
     for issue in _validator().iter_errors(error):
         where = list(issue.absolute_path)
         if issue.validator in ("const", "enum") and where == ["code"]:
@@ -168,14 +167,14 @@ def _problems(error: dict) -> list[tuple[str, dict]]:
     return problems
 
 
-def advisories(printed: PrintedError, exit_code: int | None) -> list[tuple[str, dict]]:
+def advisories(printed: PrintedError, exit_code: int | None) -> list[tuple[str, dict[str, Any]]]:
     """What the CLI Agent Spec (REQ-F-033) adds beyond the rubric; never changes the score."""
-    if not printed.says_lock_held:
+    error = printed.error
+    if error is None or not printed.says_lock_held:  # (says_lock_held has an error)
         return []
     if printed.code == "CONCURRENT_MODIFICATION":  # §58's refusal: its exit status is 6
         return [] if exit_code == 6 else [("CR950", {"code": printed.code, "exit": exit_code})]
-    out = []
-    error = printed.error
+    out: list[tuple[str, dict[str, Any]]] = []
     text = json.dumps(error)
     names_pid = any("pid" in k.lower() for k in error) or re.search(r"\bpid\W{0,3}\d+", text, re.I)
     names_age = any(w in k.lower() for k in error for w in ("age", "held_for", "started", "since")) or \

@@ -27,7 +27,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
+from clirace.errors import InternalError
 from clirace.run import _cgroup, procfs, reap, safefs
 
 SHARED_TMP = "/tmp"  # where a folder a server's own user must reach is made, whatever TMPDIR says (postgres.py)
@@ -45,7 +47,7 @@ class Run:
     isolation_note: str  # which cgroup, or why there is none
     write_end: int | None = None  # of the watchdog's pipe
     record: str = ""  # the run's record (_record), "" when none could be kept
-    watchdog: subprocess.Popen | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
 
 
 _runs: dict[str, Run] = {}  # run folder -> its run
@@ -186,8 +188,10 @@ def _remove_if_empty(folder: str) -> None:
 
 
 def _start_watchdog(run: Run) -> None:
-    read_end, write_end = os.pipe()  # the write end is close-on-exec: no target inherits it
     folder_fd, private_fd = safefs.held_fd(run.folder), safefs.held_fd(run.private)
+    if folder_fd is None or private_fd is None:  # make_workdir made both through safefs, which holds them
+        raise InternalError(f"clirace holds no fd on the run folder {run.folder} or its private one")
+    read_end, write_end = os.pipe()  # the write end is close-on-exec: no target inherits it
     try:
         run.watchdog = subprocess.Popen(
             [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid()), run.folder, str(folder_fd), run.private,
@@ -325,7 +329,7 @@ def _alive(pid: str, start: str | None) -> bool:
     return start in (None, "?") or fields[19:20] == [start]
 
 
-def sweep_leftovers(tmpdir: str | Path | None = None) -> dict[str, list]:
+def sweep_leftovers(tmpdir: str | Path | None = None) -> Swept:
     """End what earlier clirace runs that were killed left behind, and remove their folders and cgroups. Call at
     start-up, before the run makes its own folder.
 
@@ -357,6 +361,13 @@ def sweep_leftovers(tmpdir: str | Path | None = None) -> dict[str, list]:
     return {"killed": killed, "removed": removed, "left": left}
 
 
+class Swept(TypedDict):
+    """What sweep_leftovers did: the pids it killed, the folders it removed, notes on what it left alone."""
+    killed: list[int]
+    removed: list[str]
+    left: list[str]
+
+
 @dataclass
 class _Record:
     pid: str
@@ -384,7 +395,7 @@ def _parse_record(data: bytes) -> _Record | None:
     return _Record(pid, start, [fields["folder"], fields["private"]], fields.get("cgroup"))
 
 
-def _sweep_records(base: str, killed: list, removed: list, left: list, recorded: set) -> None:
+def _sweep_records(base: str, killed: list[int], removed: list[str], left: list[str], recorded: set[str]) -> None:
     fd, why = _records_dir(base, make=False)
     if why:
         left.append(why)
@@ -482,7 +493,7 @@ def _remove_recorded(path: str, identity: str) -> str | None:
 _RUN_NAME = re.compile(r"\.?" + re.escape(RUN_PREFIX) + r"[0-9]+-(?:[a-z]+-)?[0-9a-f]{16}(?:\.[0-9a-f]{16})?")
 
 
-def _note_unrecorded(base: str, removed: list, left: list, recorded: set) -> None:
+def _note_unrecorded(base: str, removed: list[str], left: list[str], recorded: set[str]) -> None:
     """What is named like a run's folder under `base` but has no record: reported, left alone."""
     try:
         entries = list(os.scandir(base))
@@ -560,7 +571,7 @@ def _orphaned_marked() -> list[int]:
     """Processes whose CLIRACE_TRIAL marker names a clirace that is gone (the run itself may be anywhere)."""
     needle = f"{reap.MARKER}=".encode()
     found = []
-    owners: dict[tuple, bool] = {}
+    owners: dict[tuple[str, str], bool] = {}
     for pid in procfs.pids():
         for item in procfs.environ(pid).split(b"\0"):
             if not item.startswith(needle):

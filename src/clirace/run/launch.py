@@ -6,7 +6,7 @@ pipe releases every one at once, and only then does each exec the target, with s
 Why stdin and stdout rather than extra descriptors: a POSIX shell only redirects descriptors 0-9, and a
 clirace run under another tool (time, a test runner) may have every one of 3-9 in use.
 Each invocation runs in its own session and process group, so a deadline ends it and everything it started;
-what leaves the group (setsid) is still found by the marker in its environment (see sandbox.end_marked), and,
+what leaves the group (setsid) is still found by the marker in its environment (see reap.end_marked), and,
 where the trial has a cgroup (run/_cgroup.py), by that: every process joins it before the target runs (the barrier
 shim writes to `cgroup.procs` before it says ready; a single start does it in the child before exec).
 An invocation has finished when it has exited and its stdout and stderr are closed: a descendant that keeps
@@ -24,10 +24,12 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import IO, Any, Literal
 
 from clirace.history import OUTPUT_CAP, Invocation
-from clirace.run.sandbox import end_marked
+from clirace.run.reap import end_marked
 
 GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
@@ -46,6 +48,9 @@ STRACE_APART = (SH, "-c", 'exec 3>&2 2>>"$0"; exec "$@"')
 TARGET_STDERR = (SH, "-c", 'exec 2>&3 3>&-; exec "$@"', "clirace-target")
 WRAPPER_SAID_CAP = 4096  # bytes of strace's own messages kept in the invocation's record
 _ids = itertools.count(1)
+# One job of a batch started together: (label, argv, extra env) or (label, argv, extra env, wrap).
+Job = tuple[str, Sequence[str], dict[str, str] | None] | tuple[str, Sequence[str], dict[str, str] | None, Sequence[str]]
+Preexec = Callable[[], None]
 
 
 FDS_PER_INVOCATION = 8  # a generous bound: stdout and stderr pipes, the barrier pipe, a memfd for strace's messages
@@ -71,7 +76,7 @@ def allow_width(parallel: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
-def strace_apart(wrap) -> tuple[list[str], int | None]:
+def strace_apart(wrap: Sequence[str]) -> tuple[list[str], int | None]:
     """`wrap`, an strace prefix ending in "--", with strace's stderr sent to a log of its own, and an fd on that
     log (the caller closes it); any other wrap unchanged, with None.
 
@@ -93,19 +98,20 @@ class Running:
     argv: list[str]
     env_changes: dict[str, str]
     cwd: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     clock0: float
     started: float = 0.0
     deadline: float | None = None
     timed_out: bool = False
     marker: str = ""  # the value of INVOCATION_MARKER in its environment
-    batch: list | None = None  # the invocations released together with this one (itself included)
+    batch: list[Running] | None = None  # the invocations released together with this one (itself included)
     parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
     wrapper: str = ""
     wrapper_log: int | None = None  # an fd on the wrapper's own messages (strace_apart), None when it has no log
     ended_by: str = ""  # why clirace stopped it, when it did so on purpose (not at a deadline)
-    _out: list = field(default_factory=lambda: [bytearray(), [0]])
-    _err: list = field(default_factory=lambda: [bytearray(), [0]])
+    # What it printed (up to OUTPUT_CAP) and, in the one-item list the pump thread updates, how many bytes in all.
+    _out: tuple[bytearray, list[int]] = field(default_factory=lambda: (bytearray(), [0]))
+    _err: tuple[bytearray, list[int]] = field(default_factory=lambda: (bytearray(), [0]))
     _open_streams: int = 2
     terminal: int | None = None  # the pty's master side, when it runs on a pseudo-terminal
     _closed: threading.Event = field(default_factory=threading.Event)
@@ -229,7 +235,7 @@ def _said(log: int | None) -> str:
         os.close(log)
 
 
-def describe_wrapper(wrap) -> str:
+def describe_wrapper(wrap: Sequence[str]) -> str:
     """A short name for what runs the target (the full strace command line is noise in a report)."""
     if not wrap:
         return ""
@@ -268,7 +274,7 @@ class _Pump:
     target printing without end neither blocks nor fills memory.
     """
 
-    _shared = None
+    _shared: _Pump | None = None
     _guard = threading.Lock()
 
     @classmethod
@@ -278,12 +284,13 @@ class _Pump:
                 cls._shared = cls()
             return cls._shared
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         self.selector.register(self.wake_r, selectors.EVENT_READ, None)
-        self.pending: list = []
+        # (stream, its sink, whose, whether its first byte is the barrier shim's ready byte), not yet selected
+        self.pending: list[tuple[IO[bytes], tuple[bytearray, list[int]], Running, bool]] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._loop, daemon=True, name="clirace-output-pump").start()
 
@@ -294,6 +301,8 @@ class _Pump:
                                   running, False)]
                 running._open_streams = 1
             else:
+                # Popen made both (stdout and stderr are always PIPE)
+                assert running.proc.stdout is not None and running.proc.stderr is not None
                 self.pending += [(running.proc.stdout, running._out, running, running.parked),
                                  (running.proc.stderr, running._err, running, False)]
         os.write(self.wake_w, b"\0")
@@ -316,7 +325,7 @@ class _Pump:
         for stream, sink, running, ready_byte in pending:
             self.selector.register(stream.fileno(), selectors.EVENT_READ, [stream, sink, running, ready_byte])
 
-    def _read(self, key) -> None:
+    def _read(self, key: selectors.SelectorKey) -> None:
         stream, (buffer, total), running, ready_byte = key.data
         try:
             chunk = os.read(key.fd, 65536)
@@ -341,7 +350,7 @@ class Launcher:
     """Starts invocations of one trial. `clock0` is the trial's time origin for the history."""
 
     def __init__(self, env: dict[str, str], cwd: str, env_changes: dict[str, str], timeout: float,
-                 cgroup: str | None = None):
+                 cgroup: str | None = None) -> None:
         self.env = env
         self.cwd = cwd
         self.env_changes = env_changes
@@ -350,15 +359,20 @@ class Launcher:
         self.clock0 = time.monotonic()
         _no_core_dumps()
 
-    def _popen(self, label, argv, extra_env, prefix=(), stdin=subprocess.DEVNULL, wrap=(), pty=False) -> Running:
+    def _popen(self, label: str, argv: Sequence[str], extra_env: dict[str, str] | None,
+               prefix: Sequence[str] = (), stdin: int | IO[Any] = subprocess.DEVNULL, wrap: Sequence[str] = (),
+               pty: bool = False) -> Running:
         marker = f"{os.getpid()}:{next(_ids)}"
         env = {**self.env, **(extra_env or {}), INVOCATION_MARKER: marker}
         parked = bool(prefix)
-        terminal = None
-        streams = dict(stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        take_terminal = join = None
+        terminal = slave = None
+        stdout: int | IO[Any] = subprocess.PIPE
+        stderr: int | IO[Any] = subprocess.PIPE
+        take_terminal: Preexec | None = None
+        join: Preexec | None = None
         if pty:
-            terminal, streams, take_terminal = _open_terminal()
+            terminal, slave, take_terminal = _open_terminal()
+            stdin = stdout = stderr = slave
         if parked and self.cgroup:
             prefix = (SH, "-c", _BARRIER_INTO, self.cgroup)
         elif self.cgroup:
@@ -370,7 +384,8 @@ class Launcher:
             # run's watchdog instead.
             dies = None if parked else die_with_parent()
             proc = subprocess.Popen([*prefix, *apart, *argv], env=env, cwd=self.cwd, start_new_session=True,
-                                    preexec_fn=_chain(join, dies, take_terminal), **streams)
+                                    preexec_fn=_chain(join, dies, take_terminal), stdin=stdin, stdout=stdout,
+                                    stderr=stderr)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
                 if log is not None:
@@ -381,8 +396,8 @@ class Launcher:
                 os.close(terminal)
                 terminal = None
         finally:
-            if pty:
-                os.close(streams["stdin"])  # the child has the terminal's other side now
+            if slave is not None:
+                os.close(slave)  # the child has the terminal's other side now
         running = Running(label, list(argv), {**self.env_changes, **(extra_env or {})}, self.cwd, proc, self.clock0,
                           marker=marker, parked=parked, terminal=terminal)
         running.wrapper = describe_wrapper(wrap) or ("on a pseudo-terminal (stdout and stderr merged)" if pty else "")
@@ -390,25 +405,26 @@ class Launcher:
         _Pump.shared().add(running)
         return running
 
-    def start(self, label: str, argv: list[str], extra_env: dict | None = None, timeout: float | None = None,
-              stdin=subprocess.DEVNULL, wrap=(), pty: bool = False) -> Running:
+    def start(self, label: str, argv: Sequence[str], extra_env: dict[str, str] | None = None,
+              timeout: float | None = None, stdin: int | IO[Any] = subprocess.DEVNULL, wrap: Sequence[str] = (),
+              pty: bool = False) -> Running:
         """Start one invocation now; with `pty`, on a pseudo-terminal of its own (for a real Ctrl-C)."""
         running = self._popen(label, argv, extra_env, stdin=stdin, wrap=wrap, pty=pty)
         running.started = time.monotonic()
         running.deadline = running.started + (timeout or self.timeout)
         return running
 
-    def run(self, label: str, argv: list[str], extra_env: dict | None = None, timeout: float | None = None,
-            wrap=()) -> Invocation:
+    def run(self, label: str, argv: Sequence[str], extra_env: dict[str, str] | None = None,
+            timeout: float | None = None, wrap: Sequence[str] = ()) -> Invocation:
         return self.start(label, argv, extra_env, timeout, wrap=wrap).finish()
 
-    def start_together(self, jobs, timeout: float | None = None) -> list[Running]:
+    def start_together(self, jobs: Iterable[Job], timeout: float | None = None) -> list[Running]:
         """Create every process first, wait until all are parked at the barrier, then release them at once.
 
         jobs: (label, argv, extra env) or (label, argv, extra env, wrap), wrap being e.g. an strace prefix.
         """
         gate_r, gate_w = os.pipe()
-        runnings = []
+        runnings: list[Running] = []
         try:
             for label, argv, extra_env, *wrap in jobs:
                 runnings.append(self._popen(label, argv, extra_env, prefix=BARRIER,
@@ -431,12 +447,12 @@ class Launcher:
             running.batch = runnings
         return runnings
 
-    def run_together(self, jobs) -> list[Invocation]:
+    def run_together(self, jobs: Iterable[Job]) -> list[Invocation]:
         runnings = self.start_together(jobs)
         return [r.finish() for r in runnings]
 
 
-def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subprocess.Popen:
+def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A stand-in for a program that cannot be executed: it says why on stderr and exits as a shell would
     (127 not found, 126 found but not executable), so the history records it like any failed invocation."""
     code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -448,9 +464,9 @@ def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subproc
                             start_new_session=True)
 
 
-def _chain(*steps):
+def _chain(*given: Preexec | None) -> Preexec | None:
     """One preexec function that runs those given (None where none is)."""
-    steps = tuple(step for step in steps if step is not None)
+    steps = [step for step in given if step is not None]
     if not steps:
         return None
 
@@ -460,7 +476,7 @@ def _chain(*steps):
     return run
 
 
-def _joiner(procs: str):
+def _joiner(procs: str) -> Preexec:
     """A preexec function that moves the child into the cgroup whose cgroup.procs is `procs` ("0": the writer
     itself). Failing to join must not stop the start."""
     def join() -> None:
@@ -477,8 +493,8 @@ def _joiner(procs: str):
     return join
 
 
-def _open_terminal():
-    """A new pseudo-terminal for one invocation: (master fd, Popen stream arguments, preexec function).
+def _open_terminal() -> tuple[int, int, Preexec]:
+    """A new pseudo-terminal for one invocation: (master fd, slave fd, preexec function).
 
     The child is a session leader (start_new_session) and makes the terminal its controlling one, so Ctrl-C
     typed on it reaches its foreground process group as a real terminal would send it. Echo is off, so
@@ -495,13 +511,13 @@ def _open_terminal():
     def take_terminal() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    return master, dict(stdin=slave, stdout=slave, stderr=slave), take_terminal
+    return master, slave, take_terminal
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def die_with_parent():
+def die_with_parent() -> Preexec | None:
     """A preexec_fn that has the kernel SIGKILL the child when clirace dies (PR_SET_PDEATHSIG), kept across
     exec; None where prctl is not available. Set up here, in the parent, so that the child only makes the call.
 
@@ -527,7 +543,7 @@ def die_with_parent():
     return preexec
 
 
-_prctl = None
+_prctl: Callable[..., int] | Literal[False] | None = None  # None: not looked up yet; False: not available
 
 
 def _no_core_dumps() -> None:

@@ -10,6 +10,7 @@ import re
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def open_own(path: Path | str) -> int | None:
     return None
 
 
-def own_lines(path: Path | str, cap: int = TRACE_CAP):
+def own_lines(path: Path | str, cap: int = TRACE_CAP) -> Iterator[str]:
     """The lines of a file strace wrote for clirace, read a chunk at a time up to `cap` bytes: nothing if it is
     not a regular file (a link, FIFO or device planted where it was expected is never followed or read).
     Only the last component is opened without following: it may be under /proc/PID/fd/N (the trace directory,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 
 from clirace.run.procfs import environ, pids
 
@@ -21,14 +22,14 @@ def end_marked(marker: str, name: str = MARKER, prefix: bool = False, within: fl
     gives up after `within` seconds (a process that keeps forking faster than we kill) and returns the pids.
     """
     needle = f"{name}={marker}".encode()
-    if prefix:
-        match = lambda env: any(entry.startswith(needle) for entry in env.split(b"\0"))  # noqa: E731
-    else:
-        match = lambda env: needle in env.split(b"\0")  # noqa: E731
+    def match(env: bytes) -> bool:
+        entries = env.split(b"\0")
+        return any(entry.startswith(needle) for entry in entries) if prefix else needle in entries
+
     return _kill_until_gone(lambda: [pid for pid in pids() if match(environ(pid))], within)
 
 
-def _kill_until_gone(find, within: float, reap: bool = False) -> list[int]:
+def _kill_until_gone(find: Callable[[], list[int]], within: float, reap: bool = False) -> list[int]:
     """SIGKILL what `find()` lists (and, with `reap`, wait for those that are our children) until it lists
     nothing, or `within` seconds pass; returns the pids killed."""
     killed: list[int] = []

@@ -31,10 +31,15 @@ have caught.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
+from clirace.history import FileOp
 from clirace.run import locking
+from clirace.run.launch import Running
 from clirace.run.observe import parse_line
 from clirace.run.procfs import lock_waiters, stat_fields
 from clirace.run.stopper import (
@@ -84,7 +89,7 @@ class Arrival:
     def of(cls, state: list[str], ends: str = "read", count: int = 1, cwd: str | None = None) -> Arrival:
         return cls(frozenset(state) | frozenset(path_forms(state, cwd)), ends, count)
 
-    def _on_state(self, line: str):
+    def _on_state(self, line: str) -> FileOp | None:
         op = parse_line(line, "") if line != STOPPED else None
         return op if op is not None and op.paths and op.paths[0] in self.state else None
 
@@ -104,8 +109,9 @@ class Arrival:
         arrived at, if its `count`-th read has ended by now, else None."""
         if not self.state:
             return log.stops[0] if log.stops else None
-        opened = {op.fd for events in log.events.values() for line in events
-                  if (op := self._on_state(line)) is not None and op.call in ("open", "openat", "openat2") and op.ok}
+        opened = {op.fd for events in log.events.values() for line in events  # an open that succeeded has an fd
+                  if (op := self._on_state(line)) is not None and op.call in ("open", "openat", "openat2") and op.ok
+                  and op.fd is not None}
         ends = [(pid, line) for pid, events in log.events.items() for line in events if self.ends_read(line, opened)]
         return Stop(ends[-1][0], time.monotonic(), ends[-1][1]) if len(ends) >= self.count else None
 
@@ -113,14 +119,14 @@ class Arrival:
 @dataclass
 class Member:
     label: str
-    running: object  # launch.Running, or anything with `pid` (and `proc`)
+    running: Running
     log: StopLog
     arrival: Arrival = field(default_factory=Arrival)
     arrived: Stop | None = None
     blocked: str = ""  # why it counts as blocked on a lock (it never arrived): the proof
     refused_at: float | None = None  # when its trace first showed a lock call refused
     exited_before: bool = False
-    _continued: dict = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
+    _continued: dict[int, int] = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
     _stop_seen: float | None = None  # when a stop was first seen that not every thread has joined yet
     _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
     _cpu_at: float = 0.0
@@ -144,7 +150,7 @@ class Rendezvous:
     continuer: Continuer | None = None
 
     @classmethod
-    def of(cls, runnings, trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL,
+    def of(cls, runnings: Sequence[Running], trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL,
            arrival: Arrival | None = None) -> Rendezvous:
         require()
         return cls([Member(r.label, r, StopLog(trace_dir / r.label), arrival or Arrival()) for r in runnings],
@@ -257,10 +263,11 @@ class Rendezvous:
             member.log.poll()
         self.released = time.monotonic()
         released: list[Member] = []
-        for member in sorted((m for m in self.members if m.arrived), key=lambda m: m.arrived.at)[:in_turn]:
+        arrivals = [(m.arrived.at, m) for m in self.members if m.arrived is not None]
+        for _, member in sorted(arrivals, key=lambda arrival: arrival[0])[:in_turn]:
             member.log.continue_pending()
             released.append(member)
-            turn = Continuer([m.log for m in released], lambda m=member: ended(m.running))
+            turn = Continuer([m.log for m in released], partial(ended, member.running))
             deadline = time.monotonic() + each
             while not ended(member.running) and time.monotonic() < deadline:
                 time.sleep(POLL)
@@ -270,12 +277,13 @@ class Rendezvous:
     def close(self) -> None:
         if self.continuer is None:
             self.release()
+        assert self.continuer is not None  # release() starts one
         self.continuer.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Rendezvous:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ---------------------------------------------------------------------------------------- the record
@@ -283,9 +291,10 @@ class Rendezvous:
     def arrived(self) -> list[str]:
         return [m.label for m in self.members if m.arrived]
 
-    def record(self) -> dict:
+    def record(self) -> Seen:
         """What the rendezvous saw, as plain data for the trial's facts (times in s from its start)."""
-        at = lambda t: round(t - self.started, 4)  # noqa: E731
+        def at(t: float) -> float:
+            return round(t - self.started, 4)
         return {
             "arrived": {m.label: {"after_s": at(m.arrived.at), "pid": m.arrived.pid, "call": m.arrived.call[:200]}
                         for m in self.members if m.arrived},
@@ -296,6 +305,25 @@ class Rendezvous:
             "late_stops_continued": len(self.continuer.late) if self.continuer else 0,
             "settle_s": self.settle, "overall_s": self.overall,
         }
+
+
+class Arrived(TypedDict):
+    after_s: float
+    pid: int
+    call: str
+
+
+class Seen(TypedDict):
+    """Rendezvous.record(): what the rendezvous saw."""
+    arrived: dict[str, Arrived]
+    exited_before_arriving: list[str]
+    blocked: dict[str, str]
+    timed_out: bool
+    why: str
+    released_after_s: float | None
+    late_stops_continued: int
+    settle_s: float
+    overall_s: float
 
 
 def _refused(log: StopLog) -> bool:

@@ -24,6 +24,7 @@ import secrets
 import select
 import stat
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,7 @@ def _kind_at(dir_fd: int, name: str) -> str:
 
 
 @contextmanager
-def _parent(root: str | Path, rel: str, create: bool = False, mode: int = 0o755):
+def _parent(root: str | Path, rel: str, create: bool = False, mode: int = 0o755) -> Iterator[tuple[int, str]]:
     """Yields (fd of the directory holding rel's last component, that component), walked without following
     links; raises Refused for a link or special file on the way, FileNotFoundError / NotADirectoryError."""
     parts = _parts(rel)
@@ -539,7 +540,7 @@ def where_now(fd: int) -> str | None:
 
 
 @contextmanager
-def closing_fd(fd: int):
+def closing_fd(fd: int) -> Iterator[int]:
     try:
         yield fd
     finally:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from clirace.run import cleanup as _leftovers
 from clirace.run import safefs
-from clirace.run.cleanup import make_workdir, sweep_leftovers  # noqa: F401 - part of this module's interface
+from clirace.run.cleanup import make_workdir as make_workdir  # re-exported: part of this module's interface
+from clirace.run.cleanup import sweep_leftovers as sweep_leftovers
 from clirace.run.procfs import pids, stat_fields
-from clirace.run.reap import MARKER, _kill_until_gone, end_marked  # noqa: F401 - part of this module's interface
+from clirace.run.reap import MARKER, _kill_until_gone, end_marked
 from clirace.spec import placeholders
 
 _LAYOUT = placeholders.LAYOUT
@@ -48,11 +49,11 @@ class Sandbox:
         return self.root / _LAYOUT[name]
 
     def values(self) -> dict[str, object]:
-        values = {name: self.root / rel for name, rel in _LAYOUT.items()}
+        values: dict[str, object] = {name: self.root / rel for name, rel in _LAYOUT.items()}
         values.update(sandbox=self.root, spec_dir=self.spec_dir, python=sys.executable)
         return values
 
-    def expand(self, template: str, **extra) -> str:
+    def expand(self, template: str, **extra: object) -> str:
         return placeholders.expand(template, {**self.values(), **extra})
 
     def environ(self, spec_env: dict[str, str]) -> dict[str, str]:

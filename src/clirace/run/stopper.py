@@ -57,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from clirace.run import locking, observe
 from clirace.run.procfs import proc_locks, stat_fields
@@ -124,6 +125,14 @@ def stop_prefix(trace_out: Path, paths: list[str], calls: str, when: int | str =
     return argv + ["-e", f"inject={calls}:signal=SIGSTOP:when={when}", "-o", str(trace_out), "--"]
 
 
+class Process(Protocol):
+    """What is watched: a launch.Running, or a process clirace did not start (a daemon); `ended` also reads
+    its `proc` (a Popen) where it has one."""
+
+    @property
+    def pid(self) -> int: ...
+
+
 @dataclass
 class Stop:
     pid: int
@@ -136,13 +145,13 @@ class StopLog:
     """Reads the per-process trace files of one invocation as strace writes them: which processes it has,
     where each one stopped, and which stops are still to be continued."""
     prefix: Path
-    _offsets: dict = field(default_factory=dict)
-    _partial: dict = field(default_factory=dict)
-    _last_call: dict = field(default_factory=dict)
-    events: dict = field(default_factory=dict)  # pid -> its call lines and STOPPED lines, in the order written
-    stopped: dict = field(default_factory=dict)  # pid -> how many STOPPED lines it has written
-    stops: list = field(default_factory=list)  # every Stop seen, in order
-    pending: list = field(default_factory=list)  # stops not continued yet
+    _offsets: dict[int, int] = field(default_factory=dict)
+    _partial: dict[int, str] = field(default_factory=dict)
+    _last_call: dict[int, str] = field(default_factory=dict)
+    events: dict[int, list[str]] = field(default_factory=dict)  # pid -> its call lines and STOPPED lines, in order
+    stopped: dict[int, int] = field(default_factory=dict)  # pid -> how many STOPPED lines it has written
+    stops: list[Stop] = field(default_factory=list)  # every Stop seen, in order
+    pending: list[Stop] = field(default_factory=list)  # stops not continued yet
 
     def pids(self) -> list[int]:
         """Every process strace has traced for this invocation (a file exists from the moment it attaches)."""
@@ -227,7 +236,7 @@ def cpu_ns(pid: int) -> int:
         return 0
 
 
-def ended(running) -> bool:
+def ended(running: Process) -> bool:
     """Whether an invocation's process has exited, without reaping it. Safe from another thread, unlike
     Popen.poll(): while one thread is inside it, a concurrent poll() returns None, and launch reads that as
     "still running" at a deadline."""
@@ -242,7 +251,7 @@ class Continuer:
     another thread or child), until `done()` says the invocations are over or `close()` is called.
     `done` runs in the continuer's thread: it must not call Popen.poll() (see `ended`)."""
 
-    def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = POLL * 2):
+    def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = POLL * 2) -> None:
         self.logs, self.done, self.poll = logs, done, poll
         self.late: list[Stop] = []
         self._closed = threading.Event()
@@ -317,10 +326,11 @@ class Handover:
     interpreter) makes strace's per-thread counts land in its helpers; counted from the interpreter's exec, in
     its process only, they land where the traced run numbered them. `note` says what happened."""
 
-    def __init__(self, running, prefix: Path, wanted: Callable[[list[str]], bool], attach: Callable[[int], list[str]]):
+    def __init__(self, running: Process, prefix: Path, wanted: Callable[[list[str]], bool],
+                 attach: Callable[[int], list[str]]) -> None:
         require()
         self.running, self.log, self.wanted, self.attach = running, StopLog(prefix), wanted, attach
-        self.tracer: subprocess.Popen | None = None
+        self.tracer: subprocess.Popen[bytes] | None = None
         self.note = ""
 
     def take_over(self, timeout: float) -> bool:
@@ -346,12 +356,13 @@ class Handover:
         if not _until(lambda: tracer_of(pid) in (0, None), 5.0):
             self.note = f"strace did not let go of pid {pid}"
             return False
-        self.tracer = subprocess.Popen(self.attach(pid), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE)
-        attached = _until(lambda: tracer_of(pid) == self.tracer.pid or self.tracer.poll() is not None, 5.0)
-        if not attached or self.tracer.poll() is not None:
-            why = (self.tracer.stderr.read().decode(errors="replace").strip().splitlines() or ["no reason given"])[-1] \
-                if self.tracer.poll() is not None else "timed out"
+        taker = self.tracer = subprocess.Popen(self.attach(pid), stdin=subprocess.DEVNULL,
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        attached = _until(lambda: tracer_of(pid) == taker.pid or taker.poll() is not None, 5.0)
+        if not attached or taker.poll() is not None:
+            why = "timed out"
+            if taker.poll() is not None and taker.stderr is not None:  # it has ended (stderr is always a pipe)
+                why = (taker.stderr.read().decode(errors="replace").strip().splitlines() or ["no reason given"])[-1]
             self.note = f"strace could not take over pid {pid} after its exec of {argv[0]} ({why})"
             self.close()
             self.tracer = None
@@ -409,7 +420,7 @@ class Hold:
     with `pid`).
     """
 
-    def __init__(self, running, prefix: Path, lock_path: str, kind: str, at: str = "inside"):
+    def __init__(self, running: Process, prefix: Path, lock_path: str, kind: str, at: str = "inside") -> None:
         require()
         if kind not in LOCK_CALLS or at not in ("inside", "lock"):
             raise ValueError(f"unknown lock kind {kind!r} or hold point {at!r}")
@@ -477,10 +488,10 @@ class Hold:
             self.log.poll()
             self.log.continue_pending()
 
-    def __enter__(self):
+    def __enter__(self) -> Hold:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -506,7 +517,7 @@ class KillAfter:
     thread's trace (each line led by its thread id, as `strace -f` writes it): the call it was killed after,
     then its `+++ killed by SIGKILL +++`; two matching calls that ended in one stop make it say so instead."""
 
-    def __init__(self, running, prefix: Path, meant: Callable[[str], bool], when: int):
+    def __init__(self, running: Process, prefix: Path, meant: Callable[[str], bool], when: int) -> None:
         self.running, self.stops, self.meant, self.when = running, StopLog(prefix), meant, when
         self.killed: tuple[int, str] | None = None  # (thread, the call it was killed after)
         self.note = ""

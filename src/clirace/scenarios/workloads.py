@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +178,7 @@ class Parallel:
         box.fields["amplified"] = False  # the proxy holds them; strace does not run
 
     def _in_turn(self, jobs: list[Any], meeting_of: Callable[[list[Running]], RendezvousRun | ServerRendezvous]
-                 ) -> dict[str, Any]:
+                 ) -> Mapping[str, Any]:
         """Start the jobs together; the meeting (`meeting_of(runnings)`) waits until they have arrived and lets
         them go on in turn; every invocation recorded; what the meeting saw."""
         box = self.box

@@ -17,11 +17,12 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import jsonschema
 
@@ -29,7 +30,7 @@ from clirace.errors import SpecError
 from clirace.history.vocab import ConfigFormat, HoldMode, LockKind, ReadyKind, WorkloadKind
 from clirace.spec import _checks as _spec_checks
 from clirace.spec import placeholders
-from clirace.spec._yaml import START_HINT, Located, load_located
+from clirace.spec._yaml import START_HINT, KeyPath, Located, load_located
 from clirace.spec.messages import check_sandbox, did_you_mean, dotted, schema_error, show
 
 Argv = tuple[str, ...]
@@ -151,7 +152,7 @@ class Spec:
     lock: Lock | None = None
     session: Session | None = None
     services: Services | None = None
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the spec as YAML gave it
 
     @property
     def spec_dir(self) -> Path:
@@ -162,8 +163,9 @@ class Spec:
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict:
-    return json.loads(resources.files("clirace.spec").joinpath("spec_schema.json").read_text())
+def schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(resources.files("clirace.spec").joinpath("spec_schema.json").read_text())
+    return loaded
 
 
 def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False, check_programs: bool = True) -> Spec:
@@ -201,7 +203,7 @@ def load_spec(path: str | Path, *, allow_outside_sandbox: bool = False, check_pr
 
 # ---------------------------------------------------------------------------------------- placeholders
 
-def _allowed_names(path: tuple, undeclared: frozenset[str] = frozenset()) -> frozenset[str] | None:
+def _allowed_names(path: KeyPath, undeclared: frozenset[str] = frozenset()) -> frozenset[str] | None:
     """Which placeholders a string at `path` may use; None for strings that are not templates. `undeclared`:
     the placeholders of services the spec does not declare ({redis_url} without services.redis)."""
     base = placeholders.SANDBOX - undeclared
@@ -220,7 +222,7 @@ def _allowed_names(path: tuple, undeclared: frozenset[str] = frozenset()) -> fro
             "add": {"item", "i"},
             "setup": {"n"},
             "list": set(),
-        }.get(field_name)
+        }.get(str(field_name))
         if field_name == "key" and len(path) == 3:  # the keys' name template: only their number
             return frozenset({"i"})
         return None if extra is None else base | frozenset(extra)
@@ -255,7 +257,7 @@ def _validate_placeholders(located: Located) -> None:
     declared = located.data.get("services") or {}
     undeclared = frozenset(name for name, service in placeholders.SERVICES.items() if service not in declared)
 
-    def walk(value, path):
+    def walk(value: object, path: KeyPath) -> None:
         if isinstance(value, dict):
             for k, v in value.items():
                 walk(v, path + (k,))
@@ -284,7 +286,7 @@ def _validate_placeholders(located: Located) -> None:
 
 # --------------------------------------------------------------------------------------------- building
 
-def duration(value) -> float:
+def duration(value: str | float) -> float:
     """'250ms', '1.5s' or a number of seconds, in seconds (the schema has checked the form)."""
     if isinstance(value, (int, float)):
         return float(value)
@@ -293,8 +295,8 @@ def duration(value) -> float:
     return float(value[:-1])
 
 
-def _build(path: Path, data: dict, located: Located) -> Spec:
-    def argv(value, *where) -> Argv:
+def _build(path: Path, data: dict[str, Any], located: Located) -> Spec:
+    def argv(value: Any, *where: str | int) -> Argv:
         if not isinstance(value, str):
             return tuple(str(v) for v in value)
         try:
@@ -303,7 +305,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
             raise SpecError(f"{dotted(where)} is {value!r}, which cannot be split into arguments ({exc}); expected "
                             "balanced quotes, or a list of arguments.", where=located.where(where)) from None
 
-    def setup(value, *where) -> SetupCommand:
+    def setup(value: Any, *where: str | int) -> SetupCommand:
         if not isinstance(value, dict):
             return argv(value, *where)
         if "run" in value:
@@ -379,7 +381,7 @@ def _build(path: Path, data: dict, located: Located) -> Spec:
 def _validate_semantics(spec: Spec, located: Located, check_programs: bool = True) -> None:
     raw = spec.raw
     for where in (("tool", "timeout"), ("lock", "wait"), ("lock", "prompt"), ("lock", "hold", "ready", "delay")):
-        value = _get(raw, where)
+        value = _spec_checks._get(raw, where)
         if value is None:
             continue
         seconds = duration(value)
@@ -450,7 +452,7 @@ def _validate_semantics(spec: Spec, located: Located, check_programs: bool = Tru
                             "lock lives in.", where=located.where(("lock", "hold", "take", "kind")),
                             hint=f"Add `services: {{{service}: {{}}}}` to the spec.")
     if spec.lock and spec.lock.hold.how == "command":
-        argv = " ".join([*spec.lock.hold.command, *(value for _, value in spec.lock.hold.env)])
+        argv = " ".join([*(spec.lock.hold.command or ()), *(value for _, value in spec.lock.hold.env)])
         if not any(p in argv for p in ("{release_file}", "{hold_seconds}", "{hold_ms}")):
             way = "run" if spec.lock.hold.own else "command"
             raise SpecError(f"lock.hold.{way} uses neither " "{release_file} nor {hold_seconds} (nor {hold_ms} in "
@@ -459,7 +461,7 @@ def _validate_semantics(spec: Spec, located: Located, check_programs: bool = Tru
                             "long to hold).", where=located.where(("lock", "hold", way)))
 
 
-def _setup_commands(spec: Spec):
+def _setup_commands(spec: Spec) -> Iterator[tuple[KeyPath, SetupCommand]]:
     """(where, command) of every command that may be one of its own (run, sh): setup commands of the spec and its
     workloads, workloads' reads, lock.contender and lock.error_command."""
     yield from ((("setup", n, "run"), c) for n, c in enumerate(spec.setup))
@@ -473,7 +475,7 @@ def _setup_commands(spec: Spec):
             yield ("lock", "error_command", "run"), spec.lock.error_command
 
 
-def _check_program(spec: Spec, command: Argv, at: tuple, located: Located) -> None:
+def _check_program(spec: Spec, command: Argv, at: KeyPath, located: Located) -> None:
     """The program a command starts exists and can be run: tool.command's, or a setup command's `run`.
 
     tool.command's program may not depend on the sandbox; a setup command's may (an earlier setup command can
@@ -503,10 +505,3 @@ def _check_program(spec: Spec, command: Argv, at: tuple, located: Located) -> No
         raise SpecError(f"{name} names the program {program!r}, which is not on PATH; expected an installed "
                         "program.", where=where, hint="Install it, or give its absolute path.")
 
-
-def _get(data, path):
-    for part in path:
-        if not isinstance(data, dict) or part not in data:
-            return None
-        data = data[part]
-    return data

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn
 
 from clirace.errors import SpecError
 from clirace.spec import configfile, patterns, placeholders
-from clirace.spec._yaml import Located
+from clirace.spec._yaml import KeyPath, Located
 from clirace.spec.messages import dotted, show
 from clirace.spec.placeholders import LAYOUT as _LAYOUT
 
@@ -27,7 +29,7 @@ _PATTERNS = {"value": True, "claimed": True, "stdout": False, "stderr": False}
 
 def strings(located: Located) -> None:
     """Every string (keys too) can be passed to a program: no NUL, no lone surrogate, not absurdly long."""
-    def check(text: str, path, where) -> None:
+    def check(text: str, path: KeyPath, where: str) -> None:
         if "\0" in text:
             raise SpecError(f"{dotted(path) or 'a key'} holds a NUL character (\\0); expected text without it: no "
                             "program can receive a NUL in an argument, a path or the environment.", where=where)
@@ -43,7 +45,7 @@ def strings(located: Located) -> None:
                             "128 KiB (E2BIG).", where=where,
                             hint="Have a setup command write large data to a file, and pass its path.")
 
-    def walk(value, path) -> None:
+    def walk(value: object, path: KeyPath) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
                 check(str(key), path + (key,), located.where_key(path + (key,)))
@@ -56,7 +58,7 @@ def strings(located: Located) -> None:
     walk(located.data, ())
 
 
-def environment_size(data: dict, located: Located) -> None:
+def environment_size(data: dict[str, Any], located: Located) -> None:
     """The environment clirace passes (its own, plus tool.env) and the longest command line fit the kernel's
     ARG_MAX, with room for the sandbox's variables and the strace wrapper."""
     try:
@@ -77,13 +79,13 @@ def environment_size(data: dict, located: Located) -> None:
                         where=where, hint="Shorten tool.env, or have setup write large values to files.")
 
 
-def _argv_bytes(command) -> bytes:
+def _argv_bytes(command: object) -> bytes:
     items = command if isinstance(command, list) else [command]
     return b"\0".join(str(item).encode() for item in items)
 
 
-def _commands(data: dict):
-    def setup(commands):  # a command of its own is a mapping: {run: [...]} or {sh: "..."}
+def _commands(data: dict[str, Any]) -> Iterator[object]:
+    def setup(commands: Iterable[object]) -> Iterator[object]:  # a command of its own is a mapping: {run: [...]} or {sh: "..."}
         return (next(iter(c.values()), "") if isinstance(c, dict) else c for c in commands)
 
     yield from setup(data.get("setup", []))
@@ -102,7 +104,7 @@ def _commands(data: dict):
             yield command
 
 
-def durations(data: dict, located: Located) -> None:
+def durations(data: dict[str, Any], located: Located) -> None:
     """Each duration is exactly '<number>ms', '<number>s' or a number, and more than zero.
 
     Why here: the schema's pattern ends in '$', which Python's re also matches before a trailing newline
@@ -123,26 +125,26 @@ def durations(data: dict, located: Located) -> None:
                             hint="A zero deadline would judge every invocation late before it starts.")
 
 
-def regexes(data: dict, located: Located) -> None:
+def regexes(data: dict[str, Any], located: Located) -> None:
     """Every regex compiles in Python, sets its group 1 whenever it matches (where group 1 is the value),
     and finishes quickly on a long run of the characters it repeats."""
-    found = [(("workloads", i, name), w[name]) for i, w in enumerate(data.get("workloads", []))
+    found: list[tuple[KeyPath, str]] = [(("workloads", i, name), w[name]) for i, w in enumerate(data.get("workloads", []))
              for name in ("value", "claimed") if isinstance(w, dict) and isinstance(w.get(name), str)]
     ready = data.get("lock", {}).get("hold", {}).get("ready", {})
     found += [(("lock", "hold", "ready", name), ready[name]) for name in ("stdout", "stderr")
               if isinstance(ready.get(name), str)]
     for path, pattern in found:
-        why = patterns.problem(pattern, needs_group1=_PATTERNS[path[-1]])
+        why = patterns.problem(pattern, needs_group1=_PATTERNS[str(path[-1])])
         if why:
             raise SpecError(f"{dotted(path)} {why}: found {show(pattern)}.", where=located.where(path))
 
 
-def config_queries(data: dict, located: Located) -> None:
+def config_queries(data: dict[str, Any], located: Located) -> None:
     """A keys config names its key one way: `key` (a dotted path) or `query` (a JMESPath expression); a sqlite
     database (tables of rows, no dotted paths) only by `query`."""
     for index, workload in enumerate(data.get("workloads", [])):
         config = workload.get("config") if isinstance(workload, dict) else None
-        at = ("workloads", index, "config")
+        at: KeyPath = ("workloads", index, "config")
         if isinstance(config, dict) and config.get("format") == "sqlite" and "query" not in config:
             raise SpecError(f"{dotted(at)} is a sqlite database without a query; expected query: a JMESPath "
                             "expression over its tables, each a list of rows, that finds {key}'s value, e.g. "
@@ -162,7 +164,7 @@ def config_queries(data: dict, located: Located) -> None:
                             "goes, so that each run's key is looked up.", where=located.where(at + ("query",)))
 
 
-def program_on_path(program: str, env: dict, spec_dir: str, located: Located) -> bool:
+def program_on_path(program: str, env: dict[str, str], spec_dir: str, located: Located) -> bool:
     """Whether `program` (a bare name) is found on the PATH that tool.env sets; raises SpecError when it is not.
     False when tool.env sets no PATH, or one with sandbox placeholders (setup may install the program there):
     the caller then looks on clirace's own PATH.
@@ -188,10 +190,10 @@ _SANDBOX_DIRS = {"/SANDBOX", "/SANDBOX/io"} | {f"/SANDBOX/{rel}" for rel in _LAY
 _IN_SANDBOX = {name: f"/SANDBOX/{rel}" for name, rel in _LAYOUT.items()} | {"sandbox": "/SANDBOX"}
 
 
-def file_paths(data: dict, located: Located, spec_dir: str) -> None:
+def file_paths(data: dict[str, Any], located: Located, spec_dir: str) -> None:
     """A path where clirace expects a regular file (the keys config, the park FIFO, the take lock) names
     neither a directory nor a path through a file."""
-    fields = [(("workloads", i, "config", "path"), w["config"].get("path"))
+    fields: list[tuple[KeyPath, object]] = [(("workloads", i, "config", "path"), w["config"].get("path"))
               for i, w in enumerate(data.get("workloads", [])) if isinstance(w.get("config"), dict)]
     hold = data.get("lock", {}).get("hold", {})
     fields += [(("lock", "hold", "park", "fifo"), hold.get("park", {}).get("fifo")),
@@ -221,12 +223,12 @@ def file_paths(data: dict, located: Located, spec_dir: str) -> None:
                             "directory; expected a path whose parent directories are directories.", where=where)
 
 
-def _directory(path, value: str, where: str) -> None:
+def _directory(path: KeyPath, value: str, where: str) -> NoReturn:
     raise SpecError(f"{dotted(path)} is {value!r}, which names a directory; expected the path of a file.",
                     where=where, hint="Name the file itself, e.g. '{config_home}/tool/config.json'.")
 
 
-def _get(data, path):
+def _get(data: Any, path: Iterable[str | int]) -> Any:
     for part in path:
         if not isinstance(data, dict) or part not in data:
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 
-def shown_path(path) -> str:
+def shown_path(path: str | os.PathLike[str] | None) -> str:
     if not path:
         return ""
     absolute = os.path.abspath(path)

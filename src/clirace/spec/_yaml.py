@@ -11,7 +11,9 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,26 +25,28 @@ MAX_BYTES = 1_000_000
 MAX_DIGITS = 18  # an integer in a spec is a count or a duration; int() of 4,300+ digits raises
 MAX_DEPTH = 32  # lists and mappings nested in each other: a spec needs about 6; PyYAML's scanner is quadratic in it
 _BRACKETS = re.compile(r"[\[\]{}]")
+# Where a value is in the spec: the keys and list indexes leading to it from the top, () for the whole spec.
+KeyPath = tuple[str | int, ...]
 START_HINT = "Run `clirace schema` for the format; a spec starts with 'version: 1' and 'tool: {command: ...}'."
 
 
 class Located:
     """Parsed YAML plus a map from a JSON path (tuple of keys/indexes) to 'file:line:column'."""
 
-    def __init__(self, data, marks: dict[tuple, str], key_marks: dict[tuple, str], origin: str):
-        self.data = data
+    def __init__(self, data: Any, marks: dict[KeyPath, str], key_marks: dict[KeyPath, str], origin: str) -> None:
+        self.data = data  # plain data as YAML gives it (mappings, lists, strings, numbers), checked by the loader
         self.marks = marks
         self.key_marks = key_marks
         self.origin = origin
 
-    def where_key(self, path) -> str:
+    def where_key(self, path: Sequence[str | int]) -> str:
         return self.key_marks.get(tuple(path)) or self.where(path)
 
-    def where(self, path) -> str:
-        path = tuple(path)
-        while path and path not in self.marks:
-            path = path[:-1]
-        return self.marks.get(path, self.origin)
+    def where(self, path: Sequence[str | int]) -> str:
+        at = tuple(path)
+        while at and at not in self.marks:
+            at = at[:-1]
+        return self.marks.get(at, self.origin)
 
 
 def load_located(path: Path) -> Located:
@@ -178,7 +182,7 @@ class OverBudget(ValueError):
     to judge (an alias bomb expands a few hundred bytes into billions of values)."""
 
 
-def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100):
+def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100) -> Any:
     """A YAML document (safe tags only) as plain data, for a file a target wrote; raises yaml.YAMLError when
     it is invalid and OverBudget when it nests deeper than `max_depth` or expands to more than `max_nodes`
     values through its aliases. The spec's own loader spends the same kind of budget (_Builder)."""
@@ -200,7 +204,7 @@ def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100):
         raise yaml.YAMLError(f"a value YAML cannot build: {type(exc).__name__}: {exc}") from None
 
 
-def _spend(root, max_nodes: int, max_depth: int) -> None:
+def _spend(root: yaml.Node, max_nodes: int, max_depth: int) -> None:
     """Walk the node graph as construction would expand it (an alias visits its anchor's nodes again)."""
     budget = max_nodes
     stack = [(root, 0)]
@@ -265,11 +269,11 @@ def _syntax_error(exc: yaml.MarkedYAMLError, text: str, origin: str) -> SpecErro
     context, problem = exc.context or "", exc.problem or ""
     pmark, cmark = exc.problem_mark, exc.context_mark
 
-    def at(mark) -> str:
+    def at(mark: yaml.Mark | None) -> str:
         return f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark else origin
 
-    def pos(mark) -> str:
-        return f"line {mark.line + 1}, column {mark.column + 1}"
+    def pos(mark: yaml.Mark | None) -> str:  # PyYAML gives its marks to these errors, but types them optional
+        return f"line {mark.line + 1}, column {mark.column + 1}" if mark else "a place YAML does not name"
 
     lines = text.splitlines()
     bad_line = lines[pmark.line] if pmark and pmark.line < len(lines) else ""
@@ -312,7 +316,7 @@ def _syntax_error(exc: yaml.MarkedYAMLError, text: str, origin: str) -> SpecErro
                      hint="Check indentation and quoting around that position.")
 
 
-def _runaway_quote(text: str, mark):
+def _runaway_quote(text: str, mark: yaml.Mark | None) -> yaml.ScalarToken | None:
     """The quoted string, spanning lines, that ends on the line where parsing failed: its quote is unclosed."""
     if mark is None:
         return None
@@ -333,7 +337,7 @@ def _runaway_quote(text: str, mark):
 
 # ---------------------------------------------------------------------------------------------- building
 
-def _compose(text: str):
+def _compose(text: str) -> yaml.Node | None:
     """The node tree of a YAML document: libyaml's parser (about 40 times faster) where PyYAML has it, and the
     pure-Python one for any document libyaml refuses, so that a defect is always reported in the one set of
     words and places the messages here were written for (the two disagree on a few inputs: libyaml refuses a
@@ -354,19 +358,19 @@ _PLAIN_TAGS = {"str", "int", "float", "bool", "null", "seq", "map", "merge", "ti
 class _Builder:
     """Turns a composed YAML node tree into plain data, recording positions and spending a node budget."""
 
-    def __init__(self, origin: str):
+    def __init__(self, origin: str) -> None:
         self.origin = origin
-        self.marks: dict[tuple, str] = {}
-        self.key_marks: dict[tuple, str] = {}
+        self.marks: dict[KeyPath, str] = {}
+        self.key_marks: dict[KeyPath, str] = {}
         self.budget = MAX_NODES
         self.seen: set[int] = set()
         self.aliased = False
         self.scalars = yaml.SafeLoader("")
 
-    def _at(self, mark) -> str:
+    def _at(self, mark: yaml.Mark) -> str:
         return f"{self.origin}:{mark.line + 1}:{mark.column + 1}"
 
-    def construct(self, node, path):
+    def construct(self, node: yaml.Node, path: KeyPath) -> Any:
         self.budget -= 1
         self.aliased = self.aliased or id(node) in self.seen
         self.seen.add(id(node))
@@ -384,7 +388,7 @@ class _Builder:
             raise SpecError(f"found the YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')!r}; expected plain "
                             "values (strings, numbers, lists, mappings) without tags.", where=where)
         if isinstance(node, yaml.MappingNode):
-            out = {}
+            out: dict[str, Any] = {}
             for key_node, value_node in node.value:
                 key_where = self._at(key_node.start_mark)
                 if not isinstance(key_node, yaml.ScalarNode):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import configparser
 import json
+from typing import Any
 
 import jmespath
 import jmespath.exceptions
@@ -22,6 +23,10 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
+
+# What a reader gives: JSON-like values (dict, list, str, int, float, bool, None) that the target chose. Any, not
+# object: every caller walks it with isinstance checks of its own, and a value may be any of them.
+Parsed = Any
 
 MAX_BYTES = 1 << 20  # a config a tool rewrites on every call; beyond this clirace does not judge it
 MAX_NODES = 100_000  # YAML values once aliases are expanded
@@ -45,7 +50,7 @@ class TooLarge(Unparseable):
     "could not decide" (the file may be perfectly valid)."""
 
 
-def parse(text: str | bytes, fmt: str):
+def parse(text: str | bytes, fmt: str) -> Parsed:
     """Parse `text` as `fmt`; raise TooLarge past the bounds, Unparseable with the parser's reason otherwise.
     An empty file is unparseable. Bytes are decoded as UTF-8 (invalid UTF-8 is unparseable)."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
@@ -94,12 +99,12 @@ def parse(text: str | bytes, fmt: str):
 _PARSE_ERRORS = (json.JSONDecodeError, yaml.YAMLError, tomllib.TOMLDecodeError, configparser.Error)
 
 
-def _json(text: str):
+def _json(text: str) -> Parsed:
     # A RecursionError from deep nesting ('[' * 100000) is caught by parse(): too deep to judge, not torn.
     return json.loads(text, parse_int=_int)
 
 
-def _sqlite(text: str) -> dict:
+def _sqlite(text: str) -> Parsed:
     """A SQLite database as clirace recorded it (scenarios/_sqlite.py): its tables, each a list of rows."""
     record = _json(text)
     if isinstance(record, dict) and isinstance(record.get("too_large"), str):
@@ -111,11 +116,11 @@ def _sqlite(text: str) -> dict:
     return record["tables"]
 
 
-def _int(digits: str):
+def _int(digits: str) -> int | str:
     return int(digits) if len(digits) <= MAX_DIGITS else digits
 
 
-def _parse_ini(text: str) -> dict:
+def _parse_ini(text: str) -> dict[str, dict[str, str]]:
     """INI as git, pip and npm write it. Keys before any [section] belong to DEFAULT: many files (.npmrc) have no
     section at all, and such a file is not torn. `=` is tried as the only delimiter first, since keys may hold
     a colon (npm's `@scope:registry=URL`); a file that needs `key: value` as well is read with both."""
@@ -131,7 +136,7 @@ def _parse_ini(text: str) -> dict:
     return {section: dict(parser[section]) for section in ["DEFAULT", *parser.sections()]}
 
 
-def lookup(data, expr: str, fmt: str, *, query: bool = False):
+def lookup(data: Parsed, expr: str, fmt: str, *, query: bool = False) -> Parsed:
     """The value that `expr` names in `data`, or None.
 
     expr: a dotted key path (the default; for ini, a key without a section is looked up in DEFAULT), or with
@@ -155,7 +160,7 @@ def lookup(data, expr: str, fmt: str, *, query: bool = False):
     return node
 
 
-def key_paths(data) -> set[tuple[str, ...]]:
+def key_paths(data: Parsed) -> set[tuple[str, ...]]:
     """Every key of a parsed config, as the path of names leading to it through mappings (lists are values:
     their entries are not followed). For ini, a key outside any section is ("DEFAULT", key)."""
     out: set[tuple[str, ...]] = set()

@@ -11,13 +11,20 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from clirace.errors import SpecError
 from clirace.spec import placeholders
-from clirace.spec._yaml import Located
+from clirace.spec._yaml import KeyPath, Located
 from clirace.spec.placeholders import LAYOUT as _LAYOUT
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
+Schema = dict[str, Any]  # a JSON Schema node, as json.loads gives it
 
 TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "a whole number",
               "number": "a number", "boolean": "true or false", "null": "nothing"}
@@ -29,14 +36,14 @@ _RANK = {"additionalProperties": 0, "type": 1, "enum": 2, "const": 2, "format": 
          "minProperties": 4, "maxProperties": 4, "required": 5}
 
 
-def dotted(path) -> str:
+def dotted(path: Iterable[str | int]) -> str:
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
 
 
-def show(value) -> str:
+def show(value: object) -> str:
     """'the string 'x'', 'the number 3', 'a mapping {...}': what was found, briefly."""
     if value is None:
         return "empty (null)"
@@ -47,23 +54,26 @@ def show(value) -> str:
         kind = "the string"
     else:
         text = json.dumps(value, default=str)
-        kind = {dict: "a mapping", list: "a list"}.get(type(value), "the number")
+        kind = _KINDS.get(type(value), "the number")
     return f"{kind} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
-def did_you_mean(word: str, options, template: str = "'{}'") -> str | None:
+_KINDS: dict[type, str] = {dict: "a mapping", list: "a list"}
+
+
+def did_you_mean(word: object, options: Iterable[object], template: str = "'{}'") -> str | None:
     guess = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
     return template.format(guess[0]) if guess else None
 
 
-def schema_error(errors, located: Located, schema: dict) -> SpecError:
+def schema_error(errors: Iterable[ValidationError], located: Located, schema: Schema) -> SpecError:
     """The most useful of `errors` (jsonschema ValidationErrors for one document), as a SpecError."""
-    def rank(error):
+    def rank(error: ValidationError) -> tuple[int, int, tuple[int, int]]:
         return (_RANK.get(error.validator, 6), -len(error.absolute_path), _position(located, error.absolute_path))
     return _translate(min(errors, key=rank), located, schema)
 
 
-def _position(located: Located, path) -> tuple[int, int]:
+def _position(located: Located, path: Sequence[str | int]) -> tuple[int, int]:
     parts = located.where(path).rsplit(":", 2)
     try:
         return int(parts[-2]), int(parts[-1])
@@ -71,13 +81,13 @@ def _position(located: Located, path) -> tuple[int, int]:
         return 0, 0
 
 
-def _where(located: Located, path, value) -> str:
+def _where(located: Located, path: KeyPath, value: object) -> str:
     # A mapping or list value starts on the line below its key; the key is where the reader looks.
     return located.where_key(path) if isinstance(value, (dict, list)) else located.where(path)
 
 
-def _translate(error, located: Located, schema: dict) -> SpecError:
-    path = tuple(error.absolute_path)
+def _translate(error: ValidationError, located: Located, schema: Schema) -> SpecError:
+    path: KeyPath = tuple(error.absolute_path)
     name = dotted(path)
     value = error.instance
     where = _where(located, path, value)
@@ -137,16 +147,16 @@ def _translate(error, located: Located, schema: dict) -> SpecError:
     return SpecError(f"{name or 'the spec'}: {error.message}.", where=where, hint=hint)
 
 
-def _kind_note(path, value) -> str:
+def _kind_note(path: KeyPath, value: object) -> str:
     if len(path) == 2 and path[0] == "workloads" and isinstance(value, dict) and isinstance(value.get("kind"), str):
         kind = value["kind"]
         return f" ({'an' if kind[:1] in 'aeiou' else 'a'} {kind} workload)"
     return ""
 
 
-def _expected_type(types, sub: dict) -> str:
-    types = [types] if isinstance(types, str) else list(types)
-    text = " or ".join(TYPE_NAMES.get(t, t) for t in types)
+def _expected_type(types: str | Iterable[str], sub: Schema) -> str:
+    names = [types] if isinstance(types, str) else list(types)
+    text = " or ".join(TYPE_NAMES.get(t, t) for t in names)
     low, high = sub.get("minimum"), sub.get("maximum")
     if low is not None and high is not None:
         text += f" from {low} to {high}"
@@ -157,7 +167,7 @@ def _expected_type(types, sub: dict) -> str:
     return text
 
 
-def _unknown_key(path, value, sub: dict, located: Located, schema: dict) -> SpecError:
+def _unknown_key(path: KeyPath, value: object, sub: Schema, located: Located, schema: Schema) -> SpecError:
     allowed = list(sub.get("properties", {}))
     unexpected = [k for k in value if k not in allowed] if isinstance(value, dict) else []
     key = unexpected[0] if unexpected else "?"
@@ -177,15 +187,15 @@ def _unknown_key(path, value, sub: dict, located: Located, schema: dict) -> Spec
 @lru_cache(maxsize=2)
 def _key_homes(schema_json: str) -> dict[str, list[str]]:
     """Every key the schema knows, with the places it may appear ('the top level', 'tool', 'workloads[]')."""
-    schema = json.loads(schema_json)
+    schema: Schema = json.loads(schema_json)
     homes: dict[str, list[str]] = {}
 
-    def resolve(node):
+    def resolve(node: object) -> object:
         ref = node.get("$ref", "") if isinstance(node, dict) else ""
         return schema["$defs"][ref.rsplit("/", 1)[1]] if ref.startswith("#/$defs/") else node
 
-    def walk(node, place, seen):
-        node = resolve(node)
+    def walk(given: object, place: str, seen: frozenset[int]) -> None:
+        node = resolve(given)
         if not isinstance(node, dict) or id(node) in seen:
             return
         seen = seen | {id(node)}
@@ -205,7 +215,7 @@ def _key_homes(schema_json: str) -> dict[str, list[str]]:
     return homes
 
 
-def _hold_ways(path, value: dict, located: Located) -> SpecError:
+def _hold_ways(path: KeyPath, value: dict[str, Any], located: Located) -> SpecError:
     given = [way for way in HOLD_WAYS if way in value]
     expected = ("expected exactly one: command (a test hook that holds the lock), run (a helper program, not the "
                 "tool, that holds it), park (a real invocation parked on a FIFO) or take (clirace takes the lock itself)")
@@ -220,7 +230,7 @@ _WORDS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|msecs?|milliseconds?|s|sec
                     re.IGNORECASE)
 
 
-def _duration(name: str, value, where: str) -> SpecError:
+def _duration(name: str, value: object, where: str) -> SpecError:
     suggestion = ""
     match = _WORDS.match(value) if isinstance(value, str) else None
     if match:
@@ -236,9 +246,9 @@ def _duration(name: str, value, where: str) -> SpecError:
 SETUP_WAYS = ("run", "sh")
 
 
-def _command(error, name: str, value, where: str, located: Located) -> SpecError:
+def _command(error: ValidationError, name: str, value: object, where: str, located: Located) -> SpecError:
     expected = "a command: a list of arguments, or one string split like a shell would"
-    path = tuple(error.absolute_path)
+    path: KeyPath = tuple(error.absolute_path)
     if "setup" in path[-2:-1]:  # a setup command may also be a command of its own
         if isinstance(value, dict):
             return _setup_mapping(path, value, located)
@@ -256,7 +266,7 @@ def _command(error, name: str, value, where: str, located: Located) -> SpecError
     return SpecError(f"{name} is {show(value)}; expected {expected}.", where=where)
 
 
-def _setup_mapping(path, value: dict, located: Located) -> SpecError:
+def _setup_mapping(path: KeyPath, value: dict[str, Any], located: Located) -> SpecError:
     """A setup command given as a mapping that is neither {run: COMMAND} nor {sh: SCRIPT}."""
     name = dotted(path)
     ways = ("expected exactly one of run (a program and its arguments, run as they are, not appended to "
@@ -278,14 +288,14 @@ def _setup_mapping(path, value: dict, located: Located) -> SpecError:
                      "one string split like a shell would.", where=located.where(path + ("run",)))
 
 
-def _regex(name: str, value, where: str) -> SpecError:
-    try:
-        re.compile(value)
-        why = "invalid"
-    except re.error as exc:
-        why = str(exc)
-    except TypeError:
-        why = "not a string"
+def _regex(name: str, value: object, where: str) -> SpecError:
+    why = "not a string"
+    if isinstance(value, str):
+        try:
+            re.compile(value)
+            why = "invalid"
+        except re.error as exc:
+            why = str(exc)
     return SpecError(f"{name} is not a valid regular expression ({why}): found {show(value)}; expected a Python "
                      "regex such as '^claimed (\\S+)$'.", where=where)
 
@@ -301,7 +311,7 @@ _SUGGEST = {"HOME": "{home}", "TMPDIR": "{tmp}", "TMP": "{tmp}", "TEMP": "{tmp}"
             "XDG_RUNTIME_DIR": "{runtime_dir}", "cwd": "{sandbox}", "temp_dirs": "{tmp}"}
 
 
-def check_sandbox(data: dict, located: Located) -> None:
+def check_sandbox(data: dict[str, Any], located: Located) -> None:
     """Refuse paths that make the target (or clirace, for park.fifo and take.path) touch real files.
 
     Fields holding paths (tool.cwd, keys config.path, lock.hold.park.fifo, lock.hold.take.path,
@@ -313,7 +323,7 @@ def check_sandbox(data: dict, located: Located) -> None:
     there. Only literal strings and sandbox placeholders are judged, nothing is expanded.
     """
     tool = data["tool"]
-    fields = [(("tool", "cwd"), tool.get("cwd"))]
+    fields: list[tuple[KeyPath, object]] = [(("tool", "cwd"), tool.get("cwd"))]
     fields += [(("workloads", i, "config", "path"), w["config"]["path"])
                for i, w in enumerate(data.get("workloads", [])) if "config" in w]
     hold = data.get("lock", {}).get("hold", {})
@@ -321,9 +331,8 @@ def check_sandbox(data: dict, located: Located) -> None:
                (("lock", "hold", "take", "path"), hold.get("take", {}).get("path"))]
     fields += [(("session", "temp_dirs", i), d) for i, d in enumerate(data.get("session", {}).get("temp_dirs", []))]
     for path, value in fields:
-        why = _outside(value, strict=True) if isinstance(value, str) else None
-        if why:
-            _refuse(path, value, why, _SUGGEST.get(path[1], "{sandbox}/" + Path(value).name), located)
+        if isinstance(value, str) and (why := _outside(value, strict=True)):
+            _refuse(path, value, why, _SUGGEST.get(str(path[1]), "{sandbox}/" + Path(value).name), located)
     for name, value in tool.get("env", {}).items():
         why = _outside(value, strict=bool(_SANDBOX_ENV.fullmatch(name)))
         if why:
@@ -365,7 +374,7 @@ def _real_area(value: str) -> str | None:
     return None
 
 
-def _refuse(path, value, why: str, suggestion: str, located: Located) -> None:
+def _refuse(path: KeyPath, value: str, why: str, suggestion: str, located: Located) -> None:
     raise SpecError(f"{dotted(path)} is {value!r}, {why}: the target would touch real files instead of a fresh "
                     f"sandbox; expected a path inside the sandbox, such as '{suggestion}'. If that is really meant, "
                     "pass --allow-outside-sandbox.", where=located.where(path))

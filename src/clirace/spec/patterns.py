@@ -11,17 +11,22 @@ The syntax is Python's `re` (parsed by `re` for the static checks), run by `rege
 """
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import regex
 
-try:  # Python 3.11+
+# re's parser, whose trees the static checks walk. Typed through sre_*, the names typeshed knows them by; at run
+# time re's own modules on 3.11+, where importing sre_* warns that they are deprecated.
+if TYPE_CHECKING or sys.version_info < (3, 11):
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
+else:
     from re import _constants as _sre
     from re import _parser as _sre_parse
-except ImportError:  # Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 TIME_LIMIT = 1.0  # seconds of CPU one search may use on one target output
 PROBE_LIMIT = 0.5  # seconds of CPU a probe search may use at load time
@@ -34,18 +39,18 @@ MAX_LENGTH = 10_000  # characters in a pattern; a spec's patterns are a line lon
 class PatternTimeout(Exception):
     """A spec's regex did not finish within its time bound on a target's output: the check cannot decide."""
 
-    def __init__(self, pattern: str, seconds: float, size: int):
+    def __init__(self, pattern: str, seconds: float, size: int) -> None:
         super().__init__(f"pattern {pattern!r} used more than {seconds:g} s of CPU on {size:,} bytes of output")
         self.pattern, self.seconds, self.size = pattern, seconds, size
 
 
 @lru_cache(maxsize=256)
-def compiled(pattern: str, multiline: bool = True) -> regex.Pattern:
+def compiled(pattern: str, multiline: bool = True) -> regex.Pattern[str]:
     """The pattern compiled once (callers validated it at spec load; an invalid one raises regex.error)."""
     return regex.compile(pattern, (regex.MULTILINE if multiline else 0) | regex.VERSION0)
 
 
-def search(pattern: str, text: str, *, multiline: bool = True, limit: float = TIME_LIMIT):
+def search(pattern: str, text: str, *, multiline: bool = True, limit: float = TIME_LIMIT) -> regex.Match[str] | None:
     """The first match of `pattern` in `text` (a regex Match) or None; PatternTimeout once the search has used
     `limit` seconds of CPU."""
     try:
@@ -54,7 +59,7 @@ def search(pattern: str, text: str, *, multiline: bool = True, limit: float = TI
         raise PatternTimeout(pattern, limit, len(text.encode("utf-8", "surrogatepass"))) from None
 
 
-def cpu_bounded(regex_: regex.Pattern, text: str, limit: float):
+def cpu_bounded(regex_: regex.Pattern[str], text: str, limit: float) -> regex.Match[str] | None:
     """regex_.search(text), raising TimeoutError once it has used `limit` seconds of this thread's CPU.
 
     Why CPU and not wall time: the regex module's own `timeout=` counts wall time, so on a loaded machine the
@@ -81,7 +86,8 @@ def group1(pattern: str, text: str, *, multiline: bool = True, limit: float = TI
     match = search(pattern, text, multiline=multiline, limit=limit)
     if match is None:
         return None
-    return match.group(1) if match.re.groups else match.group(0)
+    found: str | None = match.group(1) if match.re.groups else match.group(0)  # (the regex module's stubs say Any)
+    return found
 
 
 def problem(pattern: str, *, needs_group1: bool = False) -> str | None:
@@ -108,19 +114,29 @@ def problem(pattern: str, *, needs_group1: bool = False) -> str | None:
     return None
 
 
-def _reason(exc) -> str:
+def _reason(exc: Exception) -> str:
     text = str(exc)
     return text.split(" at position")[0] if " at position" in text else text
 
 
 # ------------------------------------------------------------------------------------------ group 1
 
+# One node of re's parse tree: (op, its argument), the argument's shape depending on the op (a number, a tuple
+# holding sub-trees, a list of alternatives), which the walkers below take apart op by op.
+_Node = tuple[object, Any]
+
+
+def _nodes(tree: _sre_parse.SubPattern) -> Sequence[_Node]:
+    return tree.data
+
+
+_ATOMIC_GROUP = getattr(_sre, "ATOMIC_GROUP", None)  # (?>...), Python 3.11+
 _REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | ({_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set())
 
 
-def _always(items, group: int) -> bool:
+def _always(items: _sre_parse.SubPattern, group: int) -> bool:
     """Whether every match of the sequence `items` (an re parse tree) sets `group`."""
-    for op, av in items:
+    for op, av in _nodes(items):
         if op is _sre.SUBPATTERN:
             number, _add, _remove, body = av
             if number == group or _always(body, group):
@@ -135,7 +151,7 @@ def _always(items, group: int) -> bool:
         elif op is _sre.ASSERT:  # a positive lookaround that succeeded has set its groups
             if _always(av[1], group):
                 return True
-        elif getattr(_sre, "ATOMIC_GROUP", None) is not None and op is _sre.ATOMIC_GROUP:
+        elif _ATOMIC_GROUP is not None and op is _ATOMIC_GROUP:
             if _always(av, group):
                 return True
         elif op is _sre.GROUPREF_EXISTS:
@@ -153,9 +169,9 @@ _CATEGORY_SAMPLE = {
 }
 
 
-def _characters(items, out: dict) -> None:
+def _characters(items: _sre_parse.SubPattern, out: dict[str, None]) -> None:
     """Characters the pattern can consume, in order of appearance (one sample per class)."""
-    for op, av in items:
+    for op, av in _nodes(items):
         if op is _sre.LITERAL:
             out[chr(av)] = None
         elif op is _sre.ANY:
@@ -184,11 +200,11 @@ def _characters(items, out: dict) -> None:
             for branch in av[1:]:
                 if branch is not None:
                     _characters(branch, out)
-        elif getattr(_sre, "ATOMIC_GROUP", None) is not None and op is _sre.ATOMIC_GROUP:
+        elif _ATOMIC_GROUP is not None and op is _ATOMIC_GROUP:
             _characters(av, out)
 
 
-def _catastrophic(pattern: str, tree) -> str | None:
+def _catastrophic(pattern: str, tree: _sre_parse.SubPattern) -> str | None:
     """Why `pattern` backtracks catastrophically on a long run of a character it consumes, or None.
 
     The probes: a run of PROBE_LENGTH of each such character, ending in NUL (which the pattern is unlikely to

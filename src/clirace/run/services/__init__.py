@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clirace.errors import InternalError, SpecError
+from clirace.history import ServerOp
 from clirace.run import reap
 from clirace.run.services._pgwire import PgError
 from clirace.run.services._resp import RedisError
@@ -158,14 +159,19 @@ class TrialServices:
     def proxied(self, aim: ServerAim) -> tuple[Proxy, Callable[[str], str]]:
         """A rendezvous proxy in front of the server `aim` names, and what turns an address of the server in an
         argument or an environment value into the proxy's."""
-        port = self.redis.port if aim.service == "redis" and self.redis else self.postgres.server.port
+        if aim.service == "redis" and self.redis:
+            port = self.redis.port
+        elif self.postgres:
+            port = self.postgres.server.port
+        else:  # an aim comes from what this trial's own servers saw
+            raise InternalError(f"a rendezvous aimed at {aim.service}, a server this trial does not have")
         proxy = Proxy(aim.service, port, aim.targets)
         direct, via = f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}"
         return proxy, lambda text: str(proxy.port) if text == str(port) else text.replace(direct, via)
 
     def finish(self, epoch0: float) -> dict[str, Any]:
         """The record's server fields; the servers' state is gone afterwards."""
-        ops: list = []
+        ops: list[ServerOp] = []
         notes = []
         for server in (self.redis, self.postgres):
             if server is not None:

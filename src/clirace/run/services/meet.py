@@ -12,10 +12,13 @@ unprotected read-modify-write loses updates by construction.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from clirace.history import ServerOp, Trial
 from clirace.run import procfs
+from clirace.run.launch import Running
 from clirace.run.rendezvous import IDLE_SHARE, OVERALL, SETTLE
 from clirace.run.services.ops import (
     REDIS_ATOMIC,
@@ -84,11 +87,21 @@ HOLD_WAIT = 2.0
 TURN = 0.5  # the longest one released invocation is waited for before the next goes on
 
 
+class ServerSeen(TypedDict):
+    """ServerRendezvous.record(): what the server rendezvous saw (times in s from its start)."""
+    arrived: dict[str, float]
+    stopped_at: dict[str, str]
+    exited_before: tuple[str, ...]
+    released_after: float | None
+    why: str
+
+
 class ServerRendezvous:
-    def __init__(self, proxy: Proxy, runnings: list, settle: float = SETTLE, overall: float = OVERALL):
+    def __init__(self, proxy: Proxy, runnings: Sequence[Running], settle: float = SETTLE,
+                 overall: float = OVERALL) -> None:
         self.proxy, self.runnings, self.settle, self.overall = proxy, runnings, settle, overall
         self.started = time.monotonic()
-        self.owner: dict[int, object] = {}  # a connection's client port -> the invocation (Running) it is from
+        self.owner: dict[int, Running | None] = {}  # a connection's client port -> the invocation it is from
         self.arrived: dict[str, tuple[float, Connection]] = {}
         self.released: float | None = None
         self.why = ""
@@ -129,7 +142,7 @@ class ServerRendezvous:
                 return
             time.sleep(POLL * 5)
 
-    def _owner(self, conn: Connection):
+    def _owner(self, conn: Connection) -> Running | None:
         if conn.peer_port not in self.owner:
             inode = _socket_inode(conn.peer_port, self.proxy.port)
             # The invocation itself first; its process group (a shell script's children) only if need be: a scan
@@ -157,7 +170,7 @@ class ServerRendezvous:
     def close(self) -> None:
         self.proxy.disarm()
 
-    def record(self) -> dict:
+    def record(self) -> ServerSeen:
         return {"arrived": {label: round(at - self.started, 4) for label, (at, _) in self.arrived.items()},
                 "stopped_at": {label: conn.read for label, (_, conn) in self.arrived.items()},
                 "exited_before": tuple(r.label for r in self.runnings if r.label not in self.arrived),
@@ -165,7 +178,7 @@ class ServerRendezvous:
                 "why": self.why}
 
 
-def _cpu(running) -> int:
+def _cpu(running: Running) -> int:
     return cpu_ns(running.pid)
 
 

@@ -70,7 +70,7 @@ def _run_as() -> tuple[int | None, int | None, str]:
 
 
 class PostgresServer:
-    def __init__(self):
+    def __init__(self) -> None:
         initdb, postgres = binaries()
         if not (initdb and postgres):
             raise ServiceFailed("initdb or postgres not found")
@@ -84,7 +84,7 @@ class PostgresServer:
         self._lock = threading.Lock()
         self._count = 0
         self.control: Client | None = None
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         try:
             self._start(initdb, postgres, uid, gid)
         except OSError as exc:  # a binary it may not run, a folder it may not write: this machine's doing
@@ -96,15 +96,16 @@ class PostgresServer:
 
     def _start(self, initdb: str, postgres: str, uid: int | None, gid: int | None) -> None:
         env = {**os.environ, reap.MARKER: self.marker, "LC_ALL": "C"}
-        as_user = dict(user=uid, group=gid, extra_groups=[]) if uid is not None else {}
-        if uid is not None:
+        extra_groups: list[int] | None = [] if uid is not None else None  # as another user: none of clirace's groups
+        if uid is not None and gid is not None:
             os.chmod(self.folder, 0o711)
             self.data.mkdir(mode=0o700)
             os.chown(self.data, uid, gid)
             self.log.touch()
             os.chown(self.log, uid, gid)
         init = subprocess.run([initdb, "-D", str(self.data), "-U", USER, "-A", "trust", "--no-sync", "-E", "UTF8",
-                               "--locale=C"], env=env, capture_output=True, text=True, **as_user)
+                               "--locale=C"], env=env, capture_output=True, text=True, user=uid, group=gid,
+                              extra_groups=extra_groups)
         if init.returncode != 0:
             raise ServiceFailed(f"initdb failed ({init.returncode}): {' '.join(init.stderr.split())[-300:]}")
         self.port = free_port()
@@ -116,10 +117,16 @@ class PostgresServer:
         args = [postgres, "-D", str(self.data), *(a for k, v in settings.items() for a in ("-c", f"{k}={v}"))]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                         start_new_session=True, **as_user)
+                                         start_new_session=True, user=uid, group=gid, extra_groups=extra_groups)
         _leftovers.keep(self.proc.pid)  # lives across trials: not an orphan for end_adopted to end
         self.control = self._connect("postgres")
         self.control.query(f"CREATE DATABASE {TEMPLATE}")
+
+    def _control(self) -> Client:
+        """clirace's own session on the server, open from its start to its stop."""
+        if self.control is None:  # __init__ raised before _start connected: no caller has this server
+            raise ServiceFailed("the PostgreSQL server has not started")
+        return self.control
 
     def _connect(self, database: str) -> Client:
         deadline = time.monotonic() + READY_WITHIN
@@ -147,7 +154,7 @@ class PostgresServer:
             name = f"t{self._count}"
             offset = self.log.stat().st_size
             try:
-                self.control.query(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
+                self._control().query(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
             except (OSError, PgError) as exc:
                 raise ServiceFailed(f"could not create the trial's database from the template: {exc}") from None
         return PostgresTrial(self, name, offset)
@@ -155,7 +162,7 @@ class PostgresServer:
     def drop(self, name: str) -> None:
         with self._lock:
             try:
-                self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                self._control().query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             except (OSError, PgError):
                 pass  # the server is going away; the folder goes with it
 
@@ -179,7 +186,7 @@ class PostgresServer:
 class PostgresTrial:
     """One trial's database, and what the server's log shows its clients did in it."""
 
-    def __init__(self, server: PostgresServer, name: str, offset: int):
+    def __init__(self, server: PostgresServer, name: str, offset: int) -> None:
         self.server, self.name, self.offset = server, name, offset
         self.sessions: list[Client] = []  # clirace's own sessions holding a lock (lock.hold.take)
 

@@ -17,6 +17,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clirace.run.services.ops import REDIS_READS, redis_keys, table
@@ -210,7 +211,12 @@ def _redis_frames(buffer: bytes) -> tuple[bytes, tuple[str, ...], bytes] | None:
     return buffer[:at], tuple(words), buffer[at:]
 
 
-def _pg_frames():
+# Splits the first whole message off a connection's buffer: (message, its command words, the rest); None until
+# a whole message is there.
+Framer = Callable[[bytes], tuple[bytes, tuple[str, ...], bytes] | None]
+
+
+def _pg_frames() -> Framer:
     """A framer of one PostgreSQL connection's client side: the startup message (no type byte, maybe after an
     SSL request), then typed messages. A query ('Q', or the statement of a 'P' parse) is given as the command;
     a read by 'P' arms at its batch's Sync, so the held command is the next batch."""
