@@ -14,8 +14,6 @@ Public API: `check`, `judge_history`, `load_spec`, `Result`, `SpecError`, `Clira
 """
 from __future__ import annotations
 
-from clirace.history.version import __version__ as __version__  # the one source: a leaf
-
 __all__ = ["check", "judge_history", "load_spec", "Result", "SpecError", "CliraceError"]
 
 
@@ -38,6 +36,11 @@ def judge_history(path):
 
 
 def __getattr__(name):
+    # Each name on first use, so that `import clirace.cli` for `clirace --help` does not load the history package:
+    # its version module is a leaf, but importing it runs history/__init__.py first (the records, ~30 dataclasses).
+    if name == "__version__":
+        from clirace.history.version import __version__
+        return __version__
     if name == "load_spec":
         from clirace.spec import load_spec
         return load_spec

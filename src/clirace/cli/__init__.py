@@ -336,7 +336,6 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
     import shutil
 
     from clirace.report.explain import about, as_text
-    from clirace.spec.messages import did_you_mean
     from clirace.verdict.rubric import rules
 
     width = max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))
@@ -348,6 +347,7 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
             print(described, end="")
             return
         from clirace.checks.registry import EXPERIMENTS
+        from clirace.spec.messages import did_you_mean
         from clirace.verdict.rubric import load_section
         subjects = sorted({*names, *EXPERIMENTS, *(c["id"] for level in load_section("s15")["levels"]
                                                    for c in level.get("criteria", []))})

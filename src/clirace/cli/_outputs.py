@@ -16,10 +16,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import secrets
 import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +72,8 @@ def check_writable(option: str, path: Path) -> None:
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{where}: the file is not writable.")
     try:  # the only sure test, also for root and for /proc or read-only mounts: create a temp file beside it
+        import tempfile  # (here: tempfile and secrets cost more to import than `clirace --help` may spend)
+
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
@@ -158,7 +158,7 @@ class Destination:
 
     def _replace(self, data: bytes) -> None:
         self._same_as_before()
-        temp = f".{self.name}.{secrets.token_hex(4)}.tmp"
+        temp = f".{self.name}.{os.urandom(4).hex()}.tmp"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                      dir_fd=self.dir_fd)
         try:

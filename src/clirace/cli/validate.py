@@ -14,9 +14,6 @@ from pathlib import Path
 from clirace.cli._unrun import NOT_LOOKED, Unrun, lines, unrun
 from clirace.errors import CliraceError, SpecError
 from clirace.history.version import __version__
-from clirace.report._failed import Failed
-from clirace.report.jsonout import failed_dict
-from clirace.run import services
 from clirace.spec import Spec, load_spec, placeholders, words
 from clirace.spec._paths import shown_path
 from clirace.verdict.rubric import load_section
@@ -100,10 +97,19 @@ def coverage(spec: Spec, strace: tuple[bool, str], servers: bool = True) -> list
     """Per criterion, what will exercise it. `servers`: say none can run when a server the spec declares is not
     installed (services.missing_message says which binary and how to install it)."""
     found = _coverage(spec, strace)
-    message = services.missing_message(spec, [c.criterion for c in found if c.testable]) if servers else None
+    message = _missing_servers(spec, [c.criterion for c in found if c.testable]) if servers else None
     if message is None:
         return found
     return [Coverage(c.criterion, c.level, NONE, message) if c.testable else c for c in found]
+
+
+def _missing_servers(spec: Spec, criteria: list[str]) -> str | None:
+    """services.missing_message; the servers' modules are imported only for a spec that declares one (validate
+    starts in under 100 ms, docs/benchmarks.md)."""
+    if spec.services is None:
+        return None
+    from clirace.run import services
+    return services.missing_message(spec, criteria)
 
 
 def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
@@ -151,14 +157,14 @@ def describe(spec: Spec, strace: tuple[bool, str]) -> list[str]:
     lines = [f"  tool: {command}", f"  rounds {spec.rounds} x {spec.parallel} in parallel per workload"]
     if spec.services is not None:
         declared = [name for name in ("redis", "postgres") if getattr(spec.services, name)]
-        missing = services.missing_message(spec, [c.criterion for c in _coverage(spec, strace) if c.testable])
+        missing = _missing_servers(spec, [c.criterion for c in _coverage(spec, strace) if c.testable])
         lines.append(f"  services: {', '.join(declared)}" + (f": {missing}" if missing else
                                                                " (started by clirace, a fresh state per trial)"))
     cov = coverage(spec, strace)
     width = max(len(c.criterion) for c in cov)
     for c in cov:
         lines.append(f"  level {c.level}  {c.criterion:{width}}  {c.extent:13}  {c.how}")
-    if not any(c.testable for c in cov) and not (spec.services and services.missing(spec)):
+    if not any(c.testable for c in cov) and not (spec.services and _missing_servers(spec, [])):
         lines.append("  nothing can be tested with this spec: add workloads, lock, or session (clirace init shows all)")
     return lines
 
@@ -193,6 +199,8 @@ class Validated:
 
     def to_dict(self) -> dict:
         if self.error is not None:
+            from clirace.report._failed import Failed
+            from clirace.report.jsonout import failed_dict
             return {"clirace_version": __version__, "spec": shown_path(self.path), "valid": False, "testable": False,
                     "error": failed_dict(Failed(self.path, self.error))["error"]}
         return {"clirace_version": __version__, "spec": shown_path(self.path), "valid": True,
