@@ -19,8 +19,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clirace.history.version import __version__ as __version__  # the one source: a leaf
-
 if TYPE_CHECKING:  # what __getattr__ gives, for type checkers (imported on first use, not at start-up)
     from clirace.errors import CliraceError as CliraceError
     from clirace.errors import SpecError as SpecError
@@ -51,6 +49,11 @@ def judge_history(path: str | Path) -> Result:
 
 
 def __getattr__(name: str) -> object:
+    # Each name on first use, so that `import clirace.cli` for `clirace --help` does not load the history package:
+    # its version module is a leaf, but importing it runs history/__init__.py first (the records, ~30 dataclasses).
+    if name == "__version__":
+        from clirace.history.version import __version__
+        return __version__
     if name == "load_spec":
         from clirace.spec import load_spec
         return load_spec

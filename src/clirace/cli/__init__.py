@@ -16,6 +16,8 @@ import sys
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 import typer.core
@@ -24,6 +26,15 @@ from clirace import errors
 from clirace.cli._checking import Signals, Terminated, check_each
 from clirace.cli._outputs import FORMATS
 
+if TYPE_CHECKING:
+    from typer._click import Context, HelpFormatter
+
+    from clirace.cli._checking import Item
+    from clirace.cli._outputs import Outputs, Pinned
+    from clirace.verdict.baseline import Snapshot
+    from clirace.verdict.gate import Gate
+    from clirace.verdict.result import Result
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
@@ -31,7 +42,7 @@ class _Command(typer.core.TyperCommand):
     """Help without Python types: Typer prints an argument's annotation (`SPECS... <list[Path]>`) beside its
     metavar, which says nothing to a user; options show their metavar (N, PATH, CHECK) or their choices."""
 
-    def format_help(self, ctx, formatter) -> None:
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
         for param in self.params:
             if isinstance(param, typer.core.TyperArgument):
                 param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
@@ -40,9 +51,11 @@ app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=No
                   help="Run a CLI's mutating commands in parallel and score how it copes (rubric §15).")
 
 
-Format = Enum("Format", {name: name for name in FORMATS}, type=str)  # one list of formats: _outputs.FORMATS
-DiffFormat = Enum("DiffFormat", {name: name for name in ("text", "json", "markdown", "github")}, type=str)
-Color = Enum("Color", {name: name for name in ("auto", "always", "never")}, type=str)
+# Choices made from one list each (Format: _outputs.FORMATS); mypy cannot see members made from a list, so their
+# `.value` is Any to it.
+Format = Enum("Format", {name: name for name in FORMATS}, type=str)  # type: ignore[misc]
+DiffFormat = Enum("DiffFormat", {name: name for name in ("text", "json", "markdown", "github")}, type=str)  # type: ignore[misc]
+Color = Enum("Color", {name: name for name in ("auto", "always", "never")}, type=str)  # type: ignore[misc]
 
 
 FORMAT_HELP = ("Format on stdout (or -o): text (a table), json, markdown (a pull request or step summary), github "
@@ -85,7 +98,7 @@ def check(
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     color: Color = typer.Option("auto", "--color", help=COLOR_HELP),
-):
+) -> None:
     """Check the tools described by SPECS and print each one's §15 score with the evidence. Exit 0 when the gate
     passes, 1 when it fails (silent corruption, or no-silent-corruption not decided without --allow-undecided, a
     score below --min-score, a regression against --baseline), 2 for a bad spec or option."""
@@ -141,8 +154,10 @@ def check(
                            signals=signals)
         # Decided: a signal from here on is noted, and the result still written whole (then exit 130 or 143).
         signals.deferred()
+        from clirace.report._failed import Failed  # (the report, imported now rather than by _emit below)
+
         for item in items:
-            if hasattr(item, "score"):
+            if not isinstance(item, Failed):
                 _gate(item, min_score, exit_zero, old, allow_undecided)
         _emit(items, outputs, pinned)
     if signals.received is not None:
@@ -151,7 +166,7 @@ def check(
     raise typer.Exit(signals.exit_code(_exit_code(items)))
 
 
-def _gate(result, min_score: int, exit_zero: bool, old, allow_undecided: bool = False) -> None:
+def _gate(result: Result, min_score: int, exit_zero: bool, old: Snapshot | None, allow_undecided: bool = False) -> None:
     from clirace.cli.pipeline import snapshot_of
     from clirace.verdict import baseline, gate
     if old is not None:
@@ -159,14 +174,22 @@ def _gate(result, min_score: int, exit_zero: bool, old, allow_undecided: bool = 
     result.gate = gate.evaluate(result, min_score, exit_zero, result.comparison, allow_undecided)
 
 
-def _exit_code(items, judged: bool = False) -> int:
+def _gate_of(result: Result) -> Gate:
+    if result.gate is None:  # every command evaluates the gate before it writes a report: never met
+        raise errors.InternalError(f"{result.spec_path}: the exit status was asked before the gate was evaluated")
+    return result.gate
+
+
+def _exit_code(items: list[Item], judged: bool = False) -> int:
     """4 when what a check made could not all be removed, else 2 when a spec could not be checked, else 1 when a
     gate failed, else 0: one status for every spec. (`judged`: a saved history re-judged made nothing to remove.)"""
-    codes = [item.exit_code if not hasattr(item, "score") else
-             errors.EXIT_NOT_REMOVED if item.history.not_removed and not judged else item.gate.exit_code
+    from clirace.report._failed import Failed  # (imported by now: the report was written)
+
+    codes = [item.exit_code if isinstance(item, Failed) else
+             errors.EXIT_NOT_REMOVED if item.history.not_removed and not judged else _gate_of(item).exit_code
              for item in items]
     for item in items:  # a check that itself failed is clirace's bug: exit 3, after the report of the rest
-        for check, said in (item.clirace_failed() if hasattr(item, "score") else {}).items():
+        for check, said in (item.clirace_failed() if not isinstance(item, Failed) else {}).items():
             bug = errors.InternalError(f"the check {check} failed ({said}); the report says what the others decided")
             typer.echo(f"clirace: {bug.paragraph()}", err=True)
             codes.append(errors.EXIT_INTERNAL)
@@ -185,7 +208,7 @@ def judge(
     report: list[str] | None = typer.Option(None, "--report", metavar="FORMAT=PATH", help=REPORT_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     color: Color = typer.Option("auto", "--color", help=COLOR_HELP),
-):
+) -> None:
     """Judge a saved history again, without launching anything (exit status as `check`'s)."""
     from clirace.cli import _pyproject
     from clirace.cli.pipeline import judge as judge_history
@@ -201,8 +224,9 @@ def judge(
 
     with _pinned(outputs, list(histories)) as pinned:
         try:
-            item = judge_history(merge([History.load(h) for h in histories], [str(h) for h in histories]))
-            _gate(item, min_score, exit_zero, old, allow_undecided)
+            result = judge_history(merge([History.load(h) for h in histories], [str(h) for h in histories]))
+            _gate(result, min_score, exit_zero, old, allow_undecided)
+            item: Item = result
         except errors.HistoryError as exc:
             if not outputs.paths() and outputs.format == "text":
                 raise
@@ -223,7 +247,7 @@ def diff(
                                                     "(repeatable; each file written atomically)."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even on a regression; the output still says it."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
-):
+) -> None:
     """Compare two runs: each finding and criterion fixed, new, still or undecided, with the detection bound that
     makes "fixed" believable. Exit 1 on a regression (a new finding, a lower score, a criterion from pass to fail)."""
     from clirace.cli._outputs import parse_report
@@ -253,7 +277,7 @@ def _terminated(text: str) -> str:
 @app.command(cls=_Command)
 def schema(
     result: bool = typer.Option(False, "--result", help="Print the schema of `--format json` output instead."),
-):
+) -> None:
     """Print the JSON Schema of the spec format (or, with --result, of the JSON result)."""
     from importlib import resources
     name = "result_schema.json" if result else "spec_schema.json"
@@ -271,7 +295,7 @@ def _version(value: bool) -> None:
 def _main(
     version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
                                  help="Print the clirace version and exit."),
-):
+) -> None:
     """Run a CLI's mutating commands in parallel and score how it copes (rubric §15)."""
 
 
@@ -279,14 +303,14 @@ def _main(
 def checks(
     format: str = typer.Option("text", "--format", "--output-format", "-f", metavar="FORMAT",
                                help="text (for reading) or json (for tools).", show_default=True),
-):
+) -> None:
     """List the criteria, the checks that decide them (with the experiment each runs and the codes it can
     emit), and the rules."""
     import shutil
     import textwrap
 
+    from clirace.checks.catalogue import load_section, rules
     from clirace.checks.registry import EXPERIMENTS
-    from clirace.verdict.rubric import load_section, rules
 
     if format not in ("text", "json"):
         raise errors.UsageError(f"--format {format!r} is not a format of `clirace checks`.", hint="Give text or json.")
@@ -329,14 +353,13 @@ def checks(
 
 @app.command(cls=_Command)
 def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code or its name (CR202, lost-key), a criterion id "
-                                       "(lock-excludes) or a check name (counter); see `clirace checks`.")):
+                                       "(lock-excludes) or a check name (counter); see `clirace checks`.")) -> None:
     """Explain a finding: what it means, why it matters to an agent calling the tool, how to fix it. Given a
     criterion or a check: what it decides, and the codes it can emit."""
     import shutil
 
+    from clirace.checks.catalogue import rules
     from clirace.report.explain import about, as_text
-    from clirace.spec.messages import did_you_mean
-    from clirace.verdict.rubric import rules
 
     width = max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))
     names = {rule["name"]: c for c, rule in rules().items()}
@@ -346,8 +369,9 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
         if described is not None:
             print(described, end="")
             return
+        from clirace.checks.catalogue import load_section
         from clirace.checks.registry import EXPERIMENTS
-        from clirace.verdict.rubric import load_section
+        from clirace.spec.messages import did_you_mean
         subjects = sorted({*names, *EXPERIMENTS, *(c["id"] for level in load_section("s15")["levels"]
                                                    for c in level.get("criteria", []))})
         guess = did_you_mean(code, sorted(rules()), "{}") or did_you_mean(given.lower(), subjects, "{}")
@@ -356,7 +380,7 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
     print(as_text(code, width=width), end="")
 
 
-ValidateFormat = Enum("ValidateFormat", {name: name for name in ("text", "json")}, type=str)
+ValidateFormat = Enum("ValidateFormat", {name: name for name in ("text", "json")}, type=str)  # type: ignore[misc]
 
 
 @app.command(cls=_Command)
@@ -376,7 +400,7 @@ def validate(
                                    "be tested; the output still says it."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only one line per spec (valid or why not), not what "
                                "each criterion will test (text only)."),
-):
+) -> None:
     """Load specs as `check` would and say what each lets clirace test, and which subcommands its --help shows that
     the spec never runs; runs nothing of the tool but its --help, in a scratch home (nothing at all with
     --no-tool). Exit 0 when every spec is valid and lets something be tested (or --exit-zero), 2 otherwise."""
@@ -425,7 +449,7 @@ def init(
     tool: str | None = typer.Option(None, "--tool", metavar="COMMAND", help="With --probe: the words every "
                                        "command starts with, tool.command (default: the program alone)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
-):
+) -> None:
     """Write a commented starter spec (or a shipped example, or with --probe one written from observed runs),
     with the schema line editors use."""
     from clirace.spec.starter import examples, write_starter
@@ -452,24 +476,24 @@ def init(
 
 
 def _outputs(format: Format, output: Path | None, report: list[str] | None, history: Path | None,
-             color: Color):
+             color: Color) -> Outputs:
     from clirace.cli._outputs import Outputs, parse_report
 
     return Outputs(format.value, output, tuple(parse_report(r) for r in report or ()), history, color.value)
 
 
-def _pinned(outputs, specs):
+def _pinned(outputs: Outputs, specs: list[Path]) -> Pinned:
     """Every destination, checked writable and pinned before anything runs (exit 2 otherwise)."""
     from clirace.cli._outputs import check_all
 
     return check_all(outputs, tuple(str(s) for s in specs))
 
 
-def _terminate(signum, frame) -> None:
+def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
 
-def _emit(items, outputs, pinned) -> None:
+def _emit(items: list[Item], outputs: Outputs, pinned: Pinned) -> None:
     from clirace.cli._outputs import emit
 
     emit(items, outputs, pinned)
@@ -483,22 +507,22 @@ class _PipeClosed(BaseException):
 class _Stdout:
     """sys.stdout, with a write to a closed pipe raised as _PipeClosed."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
         except BrokenPipeError:
             raise _PipeClosed() from None
 
-    def flush(self):
+    def flush(self) -> None:
         try:
             self._stream.flush()
         except BrokenPipeError:
             raise _PipeClosed() from None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 

@@ -6,10 +6,22 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from clirace import errors
+
+if TYPE_CHECKING:
+    from rich.status import Status
+
+    from clirace.cli.options import Options
+    from clirace.history import History
+    from clirace.report._failed import Failed
+    from clirace.verdict.result import Result
+
+    Item = Result | Failed  # what `clirace check` reports on for each spec
 
 
 class Terminated(BaseException):
@@ -29,7 +41,7 @@ class Signals:
         self.received: int | None = None
         self._told = False
         self._defer = False
-        self._previous: dict = {}
+        self._previous: dict[int, Any] = {}  # signal.getsignal's handlers: a callable, an int or None
 
     def __enter__(self) -> Signals:
         self._previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
@@ -38,11 +50,11 @@ class Signals:
                 signal.signal(sig, self._on_signal)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:
             if not self._told:
                 self._told = True
@@ -63,8 +75,8 @@ class Signals:
         return errors.EXIT_INTERRUPTED if self.received == signal.SIGINT else errors.EXIT_TERMINATED
 
 
-def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list], None], *, quiet: bool, keep: bool,
-               raise_spec_errors: bool, signals: Signals) -> list:
+def check_each(paths: list[Path], opts: Options, needed: int | None, emit: Callable[[list[Item]], None], *,
+               quiet: bool, keep: bool, raise_spec_errors: bool, signals: Signals) -> list[Item]:
     """Each spec checked in turn: its Result, or a Failed for a spec that could not be checked (`raise_spec_errors`:
     the SpecError itself). Ctrl-C or SIGTERM (caught by `signals`) ends the run with what was checked so far (and
     the partial result of the spec under way) passed to `emit`, and exit status 130 or 143."""
@@ -72,8 +84,8 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
 
     from clirace.spec import load_spec  # (the pipeline, and with it every check, is imported once a spec loaded)
 
-    items: list = []
-    seen: dict = {}
+    items: list[Item] = []
+    seen: dict[str, History] = {}  # "h": the history of the spec under way, once the pipeline has one
 
     with Progress(quiet) as progress:
         try:
@@ -115,7 +127,7 @@ def check_each(paths: list[Path], opts, needed: int | None, emit: Callable[[list
     return items
 
 
-def removal(history) -> str:
+def removal(history: History | None) -> str:
     """What became of the run's folders: removed, or what could not be (an immutable file, a busy mount)."""
     left = history.not_removed if history is not None else ()
     if not left:
@@ -126,12 +138,12 @@ def removal(history) -> str:
 class Progress:
     """A live status line on a terminal's stderr; plain lines on stderr otherwise."""
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False) -> None:
         self.live = sys.stderr.isatty() and not quiet
         self.quiet = quiet
-        self.status = None
+        self.status: Status | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Progress:
         if self.live:
             from rich.console import Console
             self.status = Console(stderr=True).status("starting")
@@ -148,10 +160,10 @@ class Progress:
             sys.stderr.write(f"clirace: {text}\n")
             sys.stderr.flush()
 
-    def stop(self):
+    def stop(self) -> None:
         if self.status:
             self.status.stop()
             self.status = None
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -16,14 +16,20 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import secrets
 import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clirace.errors import UsageError
+
+if TYPE_CHECKING:
+    from clirace.history import History
+    from clirace.report._failed import Failed
+    from clirace.verdict.result import Result
+
+    Item = Result | Failed  # what a run reports on for each spec
 
 FORMATS = ("text", "json", "markdown", "github", "junit", "sarif")
 _KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
@@ -74,6 +80,8 @@ def check_writable(option: str, path: Path) -> None:
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{where}: the file is not writable.")
     try:  # the only sure test, also for root and for /proc or read-only mounts: create a temp file beside it
+        import tempfile  # (here: tempfile and secrets cost more to import than `clirace --help` may spend)
+
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
@@ -158,7 +166,7 @@ class Destination:
 
     def _replace(self, data: bytes) -> None:
         self._same_as_before()
-        temp = f".{self.name}.{secrets.token_hex(4)}.tmp"
+        temp = f".{self.name}.{os.urandom(4).hex()}.tmp"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                      dir_fd=self.dir_fd)
         try:
@@ -275,23 +283,28 @@ def check_all(outputs: Outputs, spec_paths: tuple[str, ...] = ()) -> Pinned:
 def _pairs(outputs: Outputs, spec_paths: tuple[str, ...]) -> list[tuple[str, Path]]:
     if len(spec_paths) <= 1 or outputs.history is None:
         return outputs.paths()
-    histories = [("--history", history_path(outputs, spec, True)) for spec in spec_paths]
-    return [(o, p) for o, p in outputs.paths() if o != "--history"] + histories  # type: ignore[misc]
+    histories = [("--history", _history_file(outputs.history, spec)) for spec in spec_paths]
+    return [(o, p) for o, p in outputs.paths() if o != "--history"] + histories
 
 
 def history_path(outputs: Outputs, spec_path: str, several: bool) -> Path | None:
     """Where a spec's history goes: --history itself, or with several specs a file per spec in that directory."""
     if outputs.history is None or not several:
         return outputs.history
+    return _history_file(outputs.history, spec_path)
+
+
+def _history_file(directory: Path, spec_path: str) -> Path:
     from clirace.report._locate import display_path
     stem = display_path(str(spec_path)).replace(os.sep, "_").lstrip("._") or "spec"
-    return outputs.history / f"{stem}.history.json"
+    return directory / f"{stem}.history.json"
 
 
-def emit(items, outputs: Outputs, pinned: Pinned | None = None) -> None:
+def emit(items: Item | list[Item], outputs: Outputs, pinned: Pinned | None = None) -> None:
     """Write one result (or a list: one per spec) everywhere it goes. A path that fails is named in the
     UsageError raised once every other destination is written (exit 2)."""
-    from clirace.report import RENDERERS, console, render_all
+    from clirace.report import RENDERERS, render_all
+    from clirace.report.text import console
 
     items = items if isinstance(items, list) else [items]
     own = pinned is None
@@ -332,7 +345,7 @@ def _terminated(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _history_text(history) -> str:
+def _history_text(history: History) -> str:
     """The history as History.save writes it (made in memory: no temporary folder outside the run's folders,
     which an interrupt at this moment would leave behind)."""
     return history.text()

@@ -11,15 +11,16 @@ The nearest is the first pyproject.toml with a [tool.clirace] table found from t
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from clirace.errors import UsageError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:
+    import tomli as tomllib
 
 KEYS = {"specs": "a list of spec files or directories", "min-score": "an integer from 0 to 3",
         "rounds": "an integer from 1 to 100"}

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clirace.spec import Spec, placeholders, words
 
@@ -134,7 +135,7 @@ class Unrun:
                 f"caught; add e.g. `lock.contender: [{shown}, ...]` (its arguments as its --help says), or a workload "
                 "running it")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"seen": self.seen, "why_none": self.why or None,
                 "never_run": [{"subcommand": " ".join(p), "warning": self.warning(p)} for p in self.never_run]}
 

@@ -17,6 +17,7 @@ from typing import Any
 from clirace.checks import reference, registry
 from clirace.checks._observed import observed_lines
 from clirace.checks._plan import gaps
+from clirace.checks.catalogue import load_section
 from clirace.checks.findings import NOT_TESTED, Verdict
 from clirace.cli.validate import coverage
 from clirace.errors import InternalError, SpecError, UsageError
@@ -24,16 +25,16 @@ from clirace.history import Alone, Environment, History, NotRun, RunOptions, Wor
 from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
 from clirace.run import observe, services
-from clirace.run.cleanup import isolation
+from clirace.run.cleanup import isolation, make_workdir, sweep_leftovers
 from clirace.run.launch import allow_width
-from clirace.run.sandbox import end_adopted, end_run, make_workdir, sweep_leftovers
+from clirace.run.sandbox import end_adopted, end_run
 from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
 from clirace.scenarios.plan import plan
 from clirace.spec import Spec, placeholders
 from clirace.verdict.baseline import Snapshot, snapshot
 from clirace.verdict.result import Result
-from clirace.verdict.rubric import criteria, load_section, score
+from clirace.verdict.rubric import criteria, score
 
 
 def run(spec: Spec, options: RunOptions, progress: Callable[[str], None] | None = None,
@@ -44,11 +45,12 @@ def run(spec: Spec, options: RunOptions, progress: Callable[[str], None] | None 
     allow_width(parallel)
     never_waits = spec.lock is not None and spec.lock.never_waits
     wanted = registry.scenarios_for(options.only, never_waits) if options.only else set(SCENARIOS)
+    spec_sha256, tool_sha256 = _fingerprints(spec)
     history = History(
         spec_path=str(spec.path),
         options=options,
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
-                                parallel=parallel, **_fingerprints(spec)),
+                                parallel=parallel, spec_sha256=spec_sha256, tool_sha256=tool_sha256),
         plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
@@ -127,11 +129,10 @@ def _stages(wanted: set[str], shard: tuple[int, int] | None = None) -> list[tupl
     return [s for s in stages if s in everywhere or shards.owns(shard, shared_out.index(s))]
 
 
-def _fingerprints(spec: Spec) -> dict[str, str]:
+def _fingerprints(spec: Spec) -> tuple[str, str]:
+    """The sha256 of the spec and of the tool it runs (history/shards.py: shards of different ones are not joined)."""
     command = placeholders.expand_all(spec.command, {"spec_dir": spec.spec_dir, "python": sys.executable})
-    spec_sha256, tool_sha256 = shards.fingerprints(Path(spec.path), tuple(command), spec.spec_dir,
-                                                   spec.env.get("PATH"))
-    return {"spec_sha256": spec_sha256, "tool_sha256": tool_sha256}
+    return shards.fingerprints(Path(spec.path), tuple(command), spec.spec_dir, spec.env.get("PATH"))
 
 
 def _stopped_by(exc: BaseException, step: str) -> str:

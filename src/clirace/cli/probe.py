@@ -14,10 +14,12 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clirace.errors import UsageError
+from clirace.history import FileOp
 from clirace.run import locking, observe
 from clirace.spec import placeholders
 
@@ -40,7 +42,7 @@ class Observed:
     note: str = ""
 
 
-def _kind(op) -> str:
+def _kind(op: FileOp) -> str:
     return "flock" if op.call == "flock" else "fcntl" if op.call == "fcntl" else "exclusive-create"
 
 
@@ -130,15 +132,16 @@ def _placeholder(rel: str) -> str:
 def observe_once(program: list[str], args: list[str], setup: list[list[str] | str], timeout: float = 30) -> Observed:
     """Run `program + args` once in a fresh sandbox (after `setup`, untraced: the tool's arguments, or a shell
     command) under strace; what it did."""
-    from clirace.run.sandbox import Sandbox, end_run, make_workdir
+    from clirace.run.cleanup import make_workdir
+    from clirace.run.sandbox import Sandbox, end_run
 
     workdir = make_workdir()
     try:
         box = Sandbox(workdir, "probe", Path.cwd())
         env = box.environ({})
-        values = {**PROBE_VALUES, **{k: str(v) for k, v in box.values().items()}}
+        values: dict[str, object] = {**PROBE_VALUES, **{k: str(v) for k, v in box.values().items()}}
 
-        def expand(argv):
+        def expand(argv: list[str]) -> list[str]:
             return [placeholders.expand(a, values) for a in argv]
         for step in setup:
             argv = ["sh", "-c", placeholders.expand(step, values)] if isinstance(step, str) else expand(program + step)
@@ -225,7 +228,7 @@ def write_spec(path: Path, probes: list[str], read: str | None, setup: list[str]
     return path
 
 
-def _flow(argv) -> str:
+def _flow(argv: Iterable[str]) -> str:
     return json.dumps(list(argv))
 
 

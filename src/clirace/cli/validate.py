@@ -10,16 +10,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from clirace.checks.catalogue import load_section
 from clirace.cli._unrun import NOT_LOOKED, Unrun, lines, unrun
 from clirace.errors import CliraceError, SpecError
 from clirace.history.version import __version__
-from clirace.report._failed import Failed
-from clirace.report.jsonout import failed_dict
-from clirace.run import services
-from clirace.spec import Spec, load_spec, placeholders, words
+from clirace.spec import Lock, Spec, load_spec, placeholders, words
 from clirace.spec._paths import shown_path
-from clirace.verdict.rubric import load_section
 
 FULL, PARTIAL, NONE = "will test", "partly", "will not test"
 
@@ -36,8 +34,7 @@ class Coverage:
         return self.extent != NONE
 
 
-def _lock_release(spec: Spec, strace: tuple[bool, str]) -> tuple[str, str]:
-    lock = spec.lock
+def _lock_release(lock: Lock, strace: tuple[bool, str]) -> tuple[str, str]:
     how = "the holder's normal exit, Ctrl-C and SIGTERM"
     if lock.hold.kind is not None and lock.hold.kind.on_server:
         return NONE, (f"with lock.hold.take {lock.hold.kind} clirace holds the lock itself, and cannot hold a real "
@@ -100,10 +97,19 @@ def coverage(spec: Spec, strace: tuple[bool, str], servers: bool = True) -> list
     """Per criterion, what will exercise it. `servers`: say none can run when a server the spec declares is not
     installed (services.missing_message says which binary and how to install it)."""
     found = _coverage(spec, strace)
-    message = services.missing_message(spec, [c.criterion for c in found if c.testable]) if servers else None
+    message = _missing_servers(spec, [c.criterion for c in found if c.testable]) if servers else None
     if message is None:
         return found
     return [Coverage(c.criterion, c.level, NONE, message) if c.testable else c for c in found]
+
+
+def _missing_servers(spec: Spec, criteria: list[str]) -> str | None:
+    """services.missing_message; the servers' modules are imported only for a spec that declares one (validate
+    starts in under 100 ms, docs/benchmarks.md)."""
+    if spec.services is None:
+        return None
+    from clirace.run import services
+    return services.missing_message(spec, criteria)
 
 
 def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
@@ -117,7 +123,7 @@ def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
             {"command": "lock.hold.command", "park": "lock.hold.park", "take": "lock.hold.take"}[spec.lock.hold.how]
         out["lock-excludes"] = (FULL, f"lock.contender while {hold} holds the lock" + _effects(spec) + _sqlite_take(spec))
         out["lock-error-structured"] = (FULL, "what lock.contender prints while the lock is held")
-        out["lock-released-on-exit"] = _lock_release(spec, strace)
+        out["lock-released-on-exit"] = _lock_release(spec.lock, strace)
         given = [f"lock.wait_option {' '.join(spec.lock.wait_option)}"] if spec.lock.wait_option else []
         given += [f"lock.wait_env {' '.join(f'{k}={v}' for k, v in spec.lock.wait_env)}"] if spec.lock.wait_env else []
         out["lock-wait-timeout"] = ((FULL, f"{' and '.join(given)}, wait {spec.lock.wait:g}s") if given else
@@ -146,19 +152,19 @@ def _coverage(spec: Spec, strace: tuple[bool, str]) -> list[Coverage]:
 
 
 def describe(spec: Spec, strace: tuple[bool, str]) -> list[str]:
-    static = {"spec_dir": str(spec.spec_dir), "python": sys.executable}
+    static: dict[str, object] = {"spec_dir": str(spec.spec_dir), "python": sys.executable}
     command = " ".join(placeholders.expand(a, static) for a in spec.command)
     lines = [f"  tool: {command}", f"  rounds {spec.rounds} x {spec.parallel} in parallel per workload"]
     if spec.services is not None:
         declared = [name for name in ("redis", "postgres") if getattr(spec.services, name)]
-        missing = services.missing_message(spec, [c.criterion for c in _coverage(spec, strace) if c.testable])
+        missing = _missing_servers(spec, [c.criterion for c in _coverage(spec, strace) if c.testable])
         lines.append(f"  services: {', '.join(declared)}" + (f": {missing}" if missing else
                                                                " (started by clirace, a fresh state per trial)"))
     cov = coverage(spec, strace)
     width = max(len(c.criterion) for c in cov)
     for c in cov:
         lines.append(f"  level {c.level}  {c.criterion:{width}}  {c.extent:13}  {c.how}")
-    if not any(c.testable for c in cov) and not (spec.services and services.missing(spec)):
+    if not any(c.testable for c in cov) and not (spec.services and _missing_servers(spec, [])):
         lines.append("  nothing can be tested with this spec: add workloads, lock, or session (clirace init shows all)")
     return lines
 
@@ -191,8 +197,10 @@ class Validated:
         first = f"{shown_path(self.path)}: " + ("valid" if self.testable else "valid, but nothing can be tested")
         return [first] if quiet else [first, *self.described, *(lines(self.unrun) if self.unrun else [])]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
+            from clirace.report._failed import Failed
+            from clirace.report.jsonout import failed_dict
             return {"clirace_version": __version__, "spec": shown_path(self.path), "valid": False, "testable": False,
                     "error": failed_dict(Failed(self.path, self.error))["error"]}
         return {"clirace_version": __version__, "spec": shown_path(self.path), "valid": True,
