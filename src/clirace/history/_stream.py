@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 CHUNK = 1 << 20  # characters read at a time; a member or element larger than this grows the window
@@ -24,6 +24,10 @@ class StreamError(ValueError):
     def __init__(self, message: str, offset: int):
         super().__init__(f"{message}: char {offset}")
         self.offset = offset
+
+
+class NotAnObject(Exception):
+    """The text starts with something other than a JSON object (an array, a string, a number, a word)."""
 
 
 class TooLarge(Exception):
@@ -102,11 +106,14 @@ class _Window:
 def members(handle: BinaryIO, limit: int, streamed: str) -> Iterator[tuple[str, Any]]:
     """(key, value) for each member of the one JSON object in `handle`, in file order; the member named `streamed`,
     when it is an array, comes as (key, elements): an iterator of its elements, which must be consumed before the
-    next member is read. At most `limit` bytes are read (TooLarge beyond); StreamError where the text is not one
-    JSON object (a duplicate key comes twice; the caller keeps the last, as json.loads does)."""
+    next member is read. At most `limit` bytes are read (TooLarge beyond); NotAnObject when the text starts with
+    another value; StreamError where it is not JSON (a duplicate key comes twice; the caller keeps the last, as json.loads does)."""
     window = _Window(handle, limit)
     decoder = json.JSONDecoder()
-    window.expect("{", "'{' (a JSON object)")
+    first = window.skip_space()
+    if first and first != "{":
+        raise NotAnObject
+    window.expect("{", "value")
     if window.skip_space() == "}":
         window.pos += 1
     else:
@@ -135,12 +142,3 @@ def _elements(window: _Window, decoder: json.JSONDecoder) -> Iterator[Any]:
         if window.expect(",]", "',' delimiter") == "]":
             return
 
-
-def read_object(handle: BinaryIO, limit: int, streamed: str, element: Callable[[int, Any], Any]) -> dict[str, Any]:
-    """The object as a dict, with each element of the `streamed` array replaced by element(index, value) as soon as
-    it is parsed (so that the caller keeps its compact records, not the parsed JSON)."""
-    out: dict[str, Any] = {}
-    for key, value in members(handle, limit, streamed):
-        out[key] = [element(n, v) for n, v in enumerate(value)] if key == streamed and isinstance(value, Iterator) \
-            else value
-    return out
