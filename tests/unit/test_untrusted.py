@@ -1,5 +1,6 @@
 """What a target prints is untrusted: it cannot crash the judge or sway it. Deep JSON, floods of braces, output
 cut at the history's cap, invalid UTF-8 and lone surrogates in a saved history; regex limits in CPU time."""
+import dataclasses
 import json
 import time
 
@@ -49,14 +50,14 @@ def test_deep_json_as_the_lock_error_gets_a_verdict_not_a_bug():
 def test_an_error_cut_at_the_history_cap_decides_nothing_it_could_not_decide_whole():
     big = json.dumps({"error": {"code": "LOCK_HELD", "retry_after_ms": 5, "pad": "x" * (10 << 20)}})
     cut = inv("contender", 4, stdout=big[:OUTPUT_CAP])
-    cut = type(cut)(**{**cut.__dict__, "stdout_bytes": len(big)})
+    cut = dataclasses.replace(cut, stdout_bytes=len(big))
     v = lock_structured.check(conflict(cut))
     assert v.status == "unknown" and "more than the 64 KiB" in v.summary and not v.findings, v
-    whole_but_cut_after = type(cut)(**{**cut.__dict__, "stdout": ENVELOPE + "x" * 100})
+    whole_but_cut_after = dataclasses.replace(cut, stdout=ENVELOPE + "x" * 100)
     assert lock_structured.check(conflict(whole_but_cut_after)).status == "pass"  # the error itself was kept whole
     wait = waited(4, 1050, stdout=big[:OUTPUT_CAP])
-    wait = type(wait)(**{**wait.__dict__, "invocations": tuple(
-        type(i)(**{**i.__dict__, "stdout_bytes": len(big)}) if i.label == "contender" else i for i in wait.invocations)})
+    wait = dataclasses.replace(wait, invocations=tuple(
+        dataclasses.replace(i, stdout_bytes=len(big)) if i.label == "contender" else i for i in wait.invocations))
     assert lock_wait.check(history(wait)).status == "unknown"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import signal
 import sys
 import time
@@ -267,12 +268,19 @@ def load_baseline(path: Path) -> Snapshot:
 
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-        data = json.loads(raw)
+            # A history as clirace writes it is read as a stream (History.load), never whole.
+            streamed = re.match(rb'\s*\{\s*"format":\s*"' + FORMAT.encode(), handle.read(256)) is not None
+            handle.seek(0)
+            data = None if streamed else json.loads(handle.read(MAX_BYTES + 1))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file.", hint="Give a saved JSON result or history.") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: cannot read it as JSON ({str(exc)[:120]}).") from None
+    if streamed:
+        try:
+            return snapshot_of(judge(History.load(path)), str(path))
+        except HistoryError as exc:
+            raise UsageError(exc.paragraph()) from None
     if isinstance(data, list) and len(data) == 1:  # `check --format json` over one spec in a list
         data = data[0]
     if isinstance(data, dict) and str(data.get("format", "")).startswith(FORMAT):

@@ -22,30 +22,29 @@ import re
 import shlex
 import signal as _signal
 import stat
-import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union
 
 from clirace.errors import HistoryError
+from clirace.history import _stream
+from clirace.history._codec import _Bad, _decode, _expect, _show
 from clirace.history.vocab import ConfigFormat, EventKind, Failure, HoldMode, Outcome, Way
 
 FORMAT = "clirace-history"
 VERSION = 2
 OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
-# A history larger than this is not judged (README, Safety: a level-3 run at the defaults writes about 1 MB, 10 rounds
-# of 32 about 7.5 MB, the CLI's largest --rounds and --parallel about 150 MB; judging 126 MB took 35 s and 575 MB).
-MAX_BYTES = 256 * 1024 * 1024
-# Numbers, bounded like strings and nesting: no value clirace records comes near them (times in seconds, byte
-# counts, pids, seeds), and a larger one would overflow where it is used as a float (10**400: OverflowError).
-MAX_NUMBER = 1e15
-MAX_INTEGER = 2**63 - 1
+# A history larger than this is not judged (docs/safety.md: a level-3 run at the defaults writes about 1 MB, a 10,000-round
+# history joined from shards about 290 MB). It is read as a stream (_stream.py): what judging holds is its records, about
+# 0.7 times the file's size (benchmarks/bighistory.py), not the text and the parsed tree at once as before (4.3 times).
+MAX_BYTES = 1024 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Invocation:
     label: str
     argv: tuple[str, ...]
@@ -115,7 +114,7 @@ class Invocation:
         return "; ".join(parts) or "printed nothing"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     at: float  # seconds since the trial's start, on the invocations' clock
     kind: EventKind
@@ -123,7 +122,7 @@ class Event:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileOp:
     """One traced system call on a file, as strace printed it (paths absolute, fds resolved to paths)."""
     pid: int
@@ -139,7 +138,7 @@ class FileOp:
     child: int | None = None  # the thread or process a clone or fork made
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerOp:
     """One command a server of the trial (spec `services`) received from a client: a line of Redis's MONITOR, or
     a statement of PostgreSQL's log (log_statement=all). Raw, as the server showed it; checks/server_hazards.py
@@ -154,7 +153,7 @@ class ServerOp:
     line: str = ""  # the server's own line, for evidence (capped)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Leftover:
     """A process an invocation of the trial left running after it exited (it left the invocation's process group),
     found when a command that needed the tool's lock free was refused, or when clirace was about to start a
@@ -172,7 +171,7 @@ class Leftover:
     still_running: bool = False  # clirace left it running (it held no kernel lock clirace could name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Trial:
     """What every record has. `error` says why the experiment could not decide (setup failed, a holder never
     became ready, clirace was interrupted or failed): such a trial is judged unknown, never passed."""
@@ -217,7 +216,7 @@ class Trial:
 Traces = dict[str, tuple[FileOp, ...]]  # invocation label -> the file operations strace saw it make
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rendezvous:
     """A round whose invocations were each stopped inside their race window and released together."""
     paths: tuple[str, ...]  # the state (and lock) files the stops were aimed at, from an earlier traced round
@@ -231,7 +230,7 @@ class Rendezvous:
     blocked: dict[str, str] = field(default_factory=dict)  # label -> the proof it was blocked on a lock, not arrived
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkloadRound(Trial):
     """One parallel round of a workload: `parallel` invocations released together from a barrier."""
     workload: str = ""  # the workload's name in the spec
@@ -242,7 +241,7 @@ class WorkloadRound(Trial):
     rendezvous: Rendezvous | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CounterRound(WorkloadRound):
     """inc-N increment; read-before (unless the spec gives `start`) and read-after print the counter."""
     KIND: ClassVar[str] = "counter"
@@ -250,7 +249,7 @@ class CounterRound(WorkloadRound):
     pattern: str | None = None  # the spec's `value` regex: group 1 is the counter in read's output
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConfigSnapshot:
     path: str
     format: ConfigFormat
@@ -260,7 +259,7 @@ class ConfigSnapshot:
     query: bool = False  # `key` is a JMESPath expression (the spec's config.query)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeysRound(WorkloadRound):
     """set-N writes its own key; get-N (with a `read` command) reads it back, or `config` is the file after."""
     KIND: ClassVar[str] = "keys"
@@ -272,7 +271,7 @@ class KeysRound(WorkloadRound):
     before: ConfigSnapshot | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimRound(WorkloadRound):
     """add-N queued items; claim-N claimed in parallel; list-after (when the spec has `list`) shows the rest."""
     KIND: ClassVar[str] = "claim"
@@ -280,7 +279,7 @@ class ClaimRound(WorkloadRound):
     pattern: str | None = None  # the spec's `claimed` regex
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutputRun:
     marker: str  # the unique text in its input file
     output: str  # the output path it was given
@@ -288,14 +287,14 @@ class OutputRun:
     produced: str | None = None  # the output file's content afterwards (capped); None when absent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutputRound(WorkloadRound):
     """out-N each turned its own input into its own output."""
     KIND: ClassVar[str] = "output"
     runs: dict[str, OutputRun] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Watched:
     """How a process group spent a span it was watched: a waiting process sleeps in the kernel and uses almost no
     CPU; a slow one works. Read from /proc (timing.Usage)."""
@@ -309,7 +308,7 @@ class Watched:
     blocked: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LockTrial(Trial):
     """What the lock experiments' records share: the effects of their commands. A command given {key} and {value}
     (lock.contender, the hold command) wrote that key; after the holder ended, it was read back the way the spec's
@@ -322,7 +321,7 @@ class LockTrial(Trial):
     state_before: ConfigSnapshot | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LockConflict(LockTrial):
     """baseline: the contender alone; holder takes the lock (events: held, then maybe reached-state, asked,
     blocked-on-lock, stopped, released); contender runs while it is held, its stdin a pipe nobody writes to (a
@@ -341,7 +340,7 @@ class LockConflict(LockTrial):
     watched: Watched | None = None  # the contender over the follow, when it was still running after the window
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LockRelease(LockTrial):
     """holder takes the lock and ends `way`; next runs the contender afterwards."""
     KIND: ClassVar[str] = "lock-release"
@@ -350,7 +349,7 @@ class LockRelease(LockTrial):
     signal_wait: float = 5.0  # how long a signalled holder was given to exit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LockWait(LockTrial):
     """alone: the contender with the wait option and the lock free; contender: the same while it is held."""
     KIND: ClassVar[str] = "lock-wait"
@@ -364,7 +363,7 @@ class LockWait(LockTrial):
     watched: Watched | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SessionRun(Trial):
     """run-N in parallel, with distinct session ids or without any, traced when strace could."""
     KIND: ClassVar[str] = "session"
@@ -376,13 +375,13 @@ class SessionRun(Trial):
     reference: str = ""  # the output workload whose command it ran (its serial runs say what each output must be)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     text: str
     count: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConfigSampled(Trial):
     """The config file read again and again while set-N wrote in parallel; each distinct content kept once."""
     KIND: ClassVar[str] = "config-sampled"
@@ -393,7 +392,7 @@ class ConfigSampled(Trial):
     dropped: int = 0  # distinct contents beyond the cap, not kept
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KillPoint:
     call: str  # the system call strace kills the writer at
     when: int  # its number among the thread's calls of that name (on `path` only, when there is one)
@@ -415,7 +414,7 @@ class KillPoint:
     daemon: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KillPointsFound(Trial):
     """One traced run of the config writer, and the kill points chosen from its trace."""
     KIND: ClassVar[str] = "kill-points"
@@ -425,7 +424,7 @@ class KillPointsFound(Trial):
     after: str | None = None  # the config once that writer ended: the new content a killed writer may leave
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WriterKilled(Trial):
     """killed-writer, SIGKILLed by strace at `point`; the config before and after."""
     KIND: ClassVar[str] = "writer-killed"
@@ -442,7 +441,7 @@ class WriterKilled(Trial):
     taken_over: str = ""  # with KillPoint.exec_path: which process the killing strace took over, or why it could not
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Alone(LockTrial):
     """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
     KIND: ClassVar[str] = "alone"
@@ -450,7 +449,7 @@ class Alone(LockTrial):
     traces: Traces = field(default_factory=dict)  # its file operations, when strace could watch it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NotRun(Trial):
     """An experiment that did not run, and why (the spec gives no way, --only, strace off): never a pass."""
     KIND: ClassVar[str] = "not-run"
@@ -465,7 +464,7 @@ RECORDS: dict[str, type[Trial]] = {cls.KIND: cls for cls in (
     ConfigSampled, KillPointsFound, WriterKilled, Alone, NotRun)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Planned:
     """One part of the run's plan, written into the history before anything runs. As Jepsen logs each
     operation's invoke before it completes and keeps the test map with its history, a check can then tell an
@@ -480,7 +479,7 @@ class Planned:
         return f"{self.experiment} ({self.part})" if self.part else self.experiment
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """The options of one run: built by the command line (`clirace check`) or by `clirace.check()`, taken by the
     pipeline, and saved in the history as they are, so that `replay` reproduces the run exactly. Whoever builds
@@ -506,7 +505,7 @@ def new_seed() -> int:
     return random.SystemRandom().randrange(1, 2**31)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Environment:
     strace: bool  # strace was used
     strace_note: str = ""  # why not, when it was not
@@ -563,38 +562,71 @@ class History:
 
     @classmethod
     def load(cls, path: Path | str) -> History:
+        """The history saved at `path`, read a piece at a time (history/_stream.py): its trials are decoded into
+        records as they are read, so the JSON text and its parsed tree are never held whole."""
+        where = str(path)
         too_big = HistoryError(f"the file is larger than {MAX_BYTES >> 20} MiB, more than clirace judges.",
-                               where=str(path), hint="A history that large comes from thousands of invocations; "
+                               where=where, hint="A history that large comes from thousands of invocations; "
                                "run the check again with fewer --rounds or a smaller --parallel.")
         try:  # without blocking, and only a regular file: a FIFO would hang, /dev/zero never ends
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            raise HistoryError("history file not found.", where=str(path)) from None
+            raise HistoryError("history file not found.", where=where) from None
         except OSError as exc:
-            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=where) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise HistoryError("is not a regular file; expected a history saved by `clirace check --history`.",
-                                   where=str(path))
+                                   where=where)
             if info.st_size > MAX_BYTES:
                 raise too_big
             with os.fdopen(os.dup(fd), "rb") as handle:
-                raw = handle.read(MAX_BYTES + 1)
+                return cls._read(handle, where)
         except OSError as exc:
-            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=str(path)) from None
+            raise HistoryError(f"cannot read the history: {exc.strerror or exc}.", where=where) from None
+        except _stream.TooLarge:  # it grew while it was read
+            raise too_big from None
+        except _stream.NotAnObject:
+            raise HistoryError(f"not a {FORMAT} file.", where=where,
+                               hint="Save one with `clirace check SPEC --history FILE`.") from None
+        except (_stream.StreamError, RecursionError) as exc:
+            raise HistoryError(f"not JSON ({str(exc)[:120]}).", where=where) from None
         finally:
             os.close(fd)
-        if len(raw) > MAX_BYTES:
-            raise too_big
+
+    @classmethod
+    def _read(cls, handle: typing.BinaryIO, where: str) -> History:
+        data: dict[str, Any] = {}
+        trials: list[Trial] | None = None
+        for key, value in _stream.members(handle, MAX_BYTES, "trials"):
+            if key == "trials":
+                trials = None  # a key given twice: the last one counts, as with json.loads
+                if isinstance(value, Iterator):
+                    if {"format", "version", "plan"} <= data.keys():  # the header first, as clirace writes it: checked
+                        # before any trial is decoded, and each trial decoded as it is read
+                        cls._check(data, where)
+                        trials = cls._trials(value, where)
+                        value = []
+                    else:
+                        value = list(value)
+            data[key] = value
+        return cls._build(data, where, trials)
+
+    @classmethod
+    def _trials(cls, items: Iterator[Any], where: str) -> list[Trial]:
         try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise HistoryError(f"not JSON ({str(exc)[:120]}).", where=str(path)) from None
-        return cls.from_json(data, str(path))
+            return [_trial(n, item) for n, item in enumerate(items)]
+        except _Bad as bad:
+            raise _damaged(bad, where) from None
 
     @classmethod
     def from_json(cls, data: Any, where: str = "history") -> History:
+        return cls._build(data, where, None)
+
+    @staticmethod
+    def _check(data: Any, where: str) -> None:
+        """Refuse what is not a history of this version, before reading its records."""
         if not isinstance(data, dict) or data.get("format") not in (FORMAT, f"{FORMAT}/1"):
             raise HistoryError(f"not a {FORMAT} file.", where=where,
                                hint="Save one with `clirace check SPEC --history FILE`.")
@@ -610,16 +642,14 @@ class History:
                 "from one the spec does not ask for, so it judges no history without one.", where=where,
                 hint="Run the check again with this clirace to get a history it can judge "
                      "(`clirace check SPEC --history FILE`).")
+
+    @classmethod
+    def _build(cls, data: Any, where: str, trials: list[Trial] | None) -> History:
+        """The history from its JSON members; `trials` already decoded when they were read as a stream."""
+        cls._check(data, where)
         try:
-            trials = []
-            for n, item in enumerate(_expect(data, "trials", list, "$")):
-                at = f"$.trials[{n}]"
-                if not isinstance(item, dict):
-                    raise _Bad(at, "an object", item)
-                kind = item.get("kind")
-                if not isinstance(kind, str) or kind not in RECORDS:
-                    raise _Bad(f"{at}.kind", f"one of {', '.join(RECORDS)}", kind)
-                trials.append(_decode(RECORDS[kind], {k: v for k, v in item.items() if k != "kind"}, at))
+            if trials is None:
+                trials = [_trial(n, item) for n, item in enumerate(_expect(data, "trials", list, "$"))]
             return cls(spec_path=_decode(str, data.get("spec_path"), "$.spec_path"),
                        options=_decode(RunOptions, data.get("options"), "$.options"),
                        environment=_decode(Environment, data.get("environment"), "$.environment"),
@@ -628,11 +658,26 @@ class History:
                        plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),  # noqa: UP007
                        stopped=_decode(str, data.get("stopped", ""), "$.stopped"))
         except _Bad as bad:
-            raise HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
-                               hint="The file was changed by hand or is damaged; save a new one with "
-                                    "`clirace check SPEC --history FILE`.") from None
+            raise _damaged(bad, where) from None
         except RecursionError:
             raise HistoryError("the history is nested too deeply to be one clirace wrote.", where=where) from None
+
+
+def _trial(n: int, item: Any) -> Trial:
+    at = f"$.trials[{n}]"
+    if not isinstance(item, dict):
+        raise _Bad(at, "an object", item)
+    kind = item.get("kind")
+    if not isinstance(kind, str) or kind not in RECORDS:
+        raise _Bad(f"{at}.kind", f"one of {', '.join(RECORDS)}", kind)
+    record: Trial = _decode(RECORDS[kind], {k: v for k, v in item.items() if k != "kind"}, at)
+    return record
+
+
+def _damaged(bad: _Bad, where: str) -> HistoryError:
+    return HistoryError(f"{bad.at} is {_show(bad.found)}; expected {bad.expected}.", where=where,
+                        hint="The file was changed by hand or is damaged; save a new one with "
+                             "`clirace check SPEC --history FILE`.")
 
 
 def _version() -> str:
@@ -640,7 +685,7 @@ def _version() -> str:
     return __version__
 
 
-# --- JSON encoding and a typed, validating decoder -----------------------------------------------------------
+# --- JSON encoding (the decoder: _codec.py) ---------------------------------------------------------------
 
 def _encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -652,109 +697,3 @@ def _encode(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _encode(v) for k, v in value.items()}
     return value
-
-
-class _Bad(Exception):
-    def __init__(self, at: str, expected: str, found: Any):
-        super().__init__(at)
-        self.at, self.expected, self.found = at, expected, found
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, _Missing) else "missing"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-class _Missing:
-    pass
-
-
-def _expect(data: dict[str, Any], key: str, kind: type, at: str) -> Any:
-    value = data.get(key, _Missing())
-    if not isinstance(value, kind):
-        raise _Bad(f"{at}.{key}", kind.__name__, value)
-    return value
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _whole(text: str) -> str:
-    """The text with any lone surrogate (JSON may escape one: "\\ud800") shown as U+FFFD: clirace itself never
-    writes one (what a target printed is decoded with replacement), and one left in would make every report
-    that quotes it fail to print."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def _decode(tp: Any, value: Any, at: str) -> Any:
-    """`value` from JSON as type `tp`, checked all the way down; _Bad(at, expected, found) where it is not."""
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        inner = [o for o in options if o is not type(None)]
-        return _decode(inner[0], value, at)
-    if tp is Any:
-        return value
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(value, dict):
-            raise _Bad(at, f"an object ({tp.__name__})", value)
-        hints = _hints(tp)
-        fields = {f.name: f for f in dataclasses.fields(tp) if f.init}
-        unknown = set(value) - set(fields)
-        if unknown:
-            raise _Bad(f"{at}.{sorted(unknown)[0]}", f"one of the fields of {tp.__name__}", value[sorted(unknown)[0]])
-        kwargs = {}
-        for name, f in fields.items():
-            if name in value:
-                kwargs[name] = _decode(hints[name], value[name], f"{at}.{name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise _Bad(f"{at}.{name}", "a value", _Missing())
-        return tp(**kwargs)
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        try:
-            return tp(value)
-        except ValueError:
-            raise _Bad(at, f"one of {', '.join(str(m.value) for m in tp)}", value) from None
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise _Bad(at, "a list", value)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v, f"{at}[{n}]") for n, v in enumerate(value))
-        if len(value) != len(args):
-            raise _Bad(at, f"a list of {len(args)}", value)
-        return tuple(_decode(a, v, f"{at}[{n}]") for n, (a, v) in enumerate(zip(args, value, strict=False)))
-    if origin is dict:
-        key_type, value_type = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise _Bad(at, "an object", value)
-        return {k: _decode(value_type, v, f"{at}.{k}") for k, v in value.items()}
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _Bad(at, "a number", value)
-        if not -MAX_NUMBER <= value <= MAX_NUMBER:  # also NaN (JSON's NaN), which no comparison holds for
-            raise _Bad(at, f"a finite number of at most {MAX_NUMBER:.0e}", value)
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _Bad(at, "an integer", value)
-        if not -MAX_INTEGER <= value <= MAX_INTEGER:
-            raise _Bad(at, f"an integer of at most {len(str(MAX_INTEGER))} digits", value)
-        return value
-    if tp in (str, bool):
-        if not isinstance(value, tp):
-            raise _Bad(at, "a string" if tp is str else "true or false", value)
-        return _whole(value) if tp is str else value
-    raise _Bad(at, f"a {tp}", value)  # a type this decoder was not taught: a bug, shown as data

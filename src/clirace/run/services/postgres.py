@@ -17,6 +17,7 @@ transaction; a trial reads the lines of its own database, up to a mark it logs i
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import pwd
@@ -255,7 +256,7 @@ class PostgresTrial:
                 break
             statement = _STATEMENT.match(message) if level == "LOG" else None
             if level == "DETAIL" and message.startswith("parameters: ") and ops and ops[-1].client == pid:
-                ops[-1] = ServerOp(**{**ops[-1].__dict__, "params": message[len("parameters: "):][:LINE_CAP]})
+                ops[-1] = dataclasses.replace(ops[-1], params=message[len("parameters: "):][:LINE_CAP])
                 continue
             if statement is None and level != "ERROR":
                 continue
