@@ -9,10 +9,26 @@ LEVEL1 = FIXTURES / "level1" / "clirace.yaml"
 QUICK = ("--only", "lock-excludes", "--only", "lock-error-structured")
 
 
+@pytest.fixture(scope="module")
+def level1_run(tmp_path_factory):
+    """One live check of level 1's lock checks, read by every test below: its text on stdout (not a terminal), its
+    Markdown and JSON reports, and its saved history, which the tests judge again with other options (judging
+    launches nothing, and runs the same gate and renderers as the check). Six live runs of the same fixture with
+    the same options, one per output, were 5 more runs for nothing."""
+    out = tmp_path_factory.mktemp("level1")
+    proc = run_clirace("check", LEVEL1, *QUICK, "--report", f"markdown={out / 'r.md'}", "--report",
+                       f"json={out / 'r.json'}", "--history", out / "h.json")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, out
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
-def test_min_score_gates_and_json_shape():
-    passing = run_clirace("check", LEVEL1, *QUICK, "--format", "json", "--min-score", "0", "--allow-undecided")
+def test_min_score_gates_and_json_shape(level1_run):
+    text, out = level1_run
+    assert text.returncode == 1 and "clirace gate failed: no-silent-corruption was not tested" in \
+        text.stdout, text.stdout  # lock checks only: silent corruption was not ruled out
+    passing = run_clirace("judge", out / "h.json", "--format", "json", "--min-score", "0", "--allow-undecided")
     assert passing.returncode == 0, passing.stderr
     result = json.loads(passing.stdout)
     assert "no-silent-corruption was not tested" in result["gate"]["why"], result["gate"]
@@ -20,21 +36,17 @@ def test_min_score_gates_and_json_shape():
     assert all(c["status"] in ("pass", "fail", "not_tested") for c in result["criteria"])
     statuses = {c["id"]: c["status"] for c in result["criteria"]}
     assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail"
-    gated = run_clirace("check", LEVEL1, *QUICK, "--format", "json", "--min-score", "2", "--allow-undecided")
+    gated = run_clirace("judge", out / "h.json", "--format", "json", "--min-score", "2", "--allow-undecided")
     assert gated.returncode == 1
-    undecided = run_clirace("check", LEVEL1, *QUICK)  # lock checks only: silent corruption was not ruled out
-    assert undecided.returncode == 1 and "clirace gate failed: no-silent-corruption was not tested" in \
-        undecided.stdout, undecided.stdout
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
-def test_saved_history_is_judged_the_same_without_launching(tmp_path):
-    history = tmp_path / "h.json"
-    first = run_clirace("check", LEVEL1, *QUICK, "--format", "json", "--history", history)
-    again = run_clirace("judge", history, "--format", "json", "--allow-undecided")
+def test_saved_history_is_judged_the_same_without_launching(level1_run):
+    _text, out = level1_run
+    again = run_clirace("judge", out / "h.json", "--format", "json", "--allow-undecided")
     assert again.returncode == 0, again.stderr
-    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    a, b = json.loads((out / "r.json").read_text()), json.loads(again.stdout)
     assert [(c["id"], c["status"]) for c in a["criteria"] if c["id"].startswith("lock-e")] == \
         [(c["id"], c["status"]) for c in b["criteria"] if c["id"].startswith("lock-e")]
     assert [f["code"] for f in a["findings"]] == [f["code"] for f in b["findings"]]
@@ -42,11 +54,12 @@ def test_saved_history_is_judged_the_same_without_launching(tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
-def test_plain_text_when_not_a_terminal_and_markdown(tmp_path):
-    text = run_clirace("check", LEVEL1, *QUICK)
+def test_plain_text_when_not_a_terminal_and_markdown(level1_run, tmp_path):
+    text, out = level1_run
     assert "\x1b[" not in text.stdout and "score" in text.stdout and "CR202" in text.stdout
+    assert (out / "r.md").read_text().startswith("## clirace")
     report = tmp_path / "r.md"
-    md = run_clirace("check", LEVEL1, *QUICK, "--format", "markdown", "--output", report, "--allow-undecided")
+    md = run_clirace("judge", out / "h.json", "--format", "markdown", "--output", report, "--allow-undecided")
     assert md.returncode == 0 and report.read_text().startswith("## clirace")
 
 

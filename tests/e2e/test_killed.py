@@ -209,8 +209,11 @@ def of_the_run(scope) -> list[str]:
 
 
 def orphan_in(scope, kind: str):
-    """An orphan left by a command of a trial of `kind` (its sandbox is named KIND-XXXX), once there is one."""
-    return [pid for pid, line in with_cmdline("clirace-hostile-orphan ").items() if f"/{kind}-" in line]
+    """An orphan left by a command of a trial of `kind` (its sandbox is named KIND-XXXX) of the scope's runs, once
+    there is one: its command line names its sandbox's HOME, inside the scope's TMPDIR. Unscoped, it also saw the
+    orphans of another test running the same fixture at the same time (an xdist worker, another checkout's suite)."""
+    return [pid for pid, line in with_cmdline("clirace-hostile-orphan ").items()
+            if f"/{kind}-" in line and os.path.join(str(scope.tmpdir), "") in line]
 
 
 def left_after(find, deadline: float) -> list:
