@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import compileall
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,18 @@ def check_json(spec, *args, timeout: float = 120, env=None) -> dict:
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     return json.loads(proc.stdout)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """A test that calls clirace's main() in-process leaves its SIGTERM handler installed (main installs it for a
+    clean exit 143): put back pytest's, so that a SIGTERM to the test process (timeout(1), CI) ends pytest instead
+    of failing whichever test then runs with clirace's Terminated."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture
