@@ -116,6 +116,71 @@ class Arrival:
         return Stop(ends[-1][0], time.monotonic(), ends[-1][1]) if len(ends) >= self.count else None
 
 
+class Meeting:
+    """The one wait of both rendezvous: the file one (Rendezvous, below) and the server one (run/services/meet.py,
+    whose proxy holds each invocation at its first read). Wait until every live invocation has arrived, or the
+    kind of rendezvous says the missing ones are not coming (`_not_coming`: proven blocked on a lock, idle), or
+    `overall` s have passed since the start. Whether a missing invocation is still busy (starting up) or idle is
+    sampled from its CPU time every settle/2 s: busy while it uses over IDLE_SHARE of a CPU."""
+    settle: float
+    overall: float
+    started: float
+    why: str
+    timed_out: bool
+    every: float = POLL  # seconds between two looks at the arrivals
+
+    def wait_all_arrived(self) -> bool:
+        """Block until the rule says go; True if every live invocation arrived."""
+        self._used: dict[str, tuple[int, float]] = {}  # label -> (CPU ns, when sampled)
+        self._busy: dict[str, float] = {}  # label -> the end of the last window in which it used over IDLE_SHARE
+        look = time.monotonic()
+        while True:
+            now = time.monotonic()
+            missing = self._missing(now)
+            if not missing:
+                self.why = "all arrived"
+                return True
+            if now - self.started >= self.overall:
+                self.timed_out, self.why = True, "overall cap"
+                return False
+            if now >= look:  # (reading every /proc file of every invocation costs: not at every poll)
+                look = now + self.settle / 10
+                self._sample(missing, now)
+                why = self._not_coming(missing, now)
+                if why:
+                    self.timed_out, self.why = True, why
+                    return False
+            time.sleep(self.every)
+
+    def idle_for(self, label: str, now: float) -> float:
+        """Seconds since the invocation last used over IDLE_SHARE of a CPU."""
+        return now - self._busy[label]
+
+    def _sample(self, missing: list[str], now: float) -> None:
+        for label in missing:
+            if label not in self._used:
+                self._used[label], self._busy[label] = (self._cpu(label), now), now
+                continue
+            used, at = self._used[label]
+            if now - at >= self.settle / 2:
+                cpu = self._cpu(label)
+                if (cpu - used) / 1e9 > IDLE_SHARE * (now - at):
+                    self._busy[label] = now
+                self._used[label] = (cpu, now)
+
+    def _missing(self, now: float) -> list[str]:
+        """Take in the arrivals and exits seen by now; the labels of the live invocations that have not arrived."""
+        raise NotImplementedError
+
+    def _not_coming(self, missing: list[str], now: float) -> str:
+        """Why the `missing` ones are not waited for any longer ("" to wait on)."""
+        raise NotImplementedError
+
+    def _cpu(self, label: str) -> int:
+        """CPU time (ns) the invocation has used so far."""
+        raise NotImplementedError
+
+
 @dataclass
 class Member:
     label: str
@@ -128,13 +193,10 @@ class Member:
     exited_before: bool = False
     _continued: dict[int, int] = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
     _stop_seen: float | None = None  # when a stop was first seen that not every thread has joined yet
-    _cpu: int = 0  # CPU time (ns) at the last snapshot, taken every settle/2
-    _cpu_at: float = 0.0
-    _cpu_changed: float = 0.0  # the end of the last window in which it was busy (used over IDLE_SHARE)
 
 
 @dataclass
-class Rendezvous:
+class Rendezvous(Meeting):
     """N invocations started under `commit_point_prefix(trace_dir / label, ...)`, released together.
 
     Create it right after they were started (`launch.Launcher.start_together`); `wait_all_arrived()`, then
@@ -157,30 +219,17 @@ class Rendezvous:
                    settle, overall)
 
     # ------------------------------------------------------------------------------------------- waiting
-    def wait_all_arrived(self) -> bool:
-        """Block until the release rule (module docstring) says go; True if every live invocation arrived."""
-        now = time.monotonic()
-        for member in self.members:
-            member._cpu, member._cpu_at, member._cpu_changed = self._cpu(member), now, now
-        next_idle_check = now
-        while True:
-            now = time.monotonic()
-            self._poll(now)
-            missing = [m for m in self.members if m.arrived is None and not m.exited_before]
-            if not missing:
-                self.why = "all arrived"
-                return True
-            if now - self.started >= self.overall:
-                self.timed_out, self.why = True, "overall cap"
-                return False
-            if now >= next_idle_check:
-                next_idle_check = now + self.settle / 10
-                self._note_cpu(missing, now)
-                waiting = lock_waiters()
-                if any(m.arrived for m in self.members) and all(self._blocked(m, waiting, now) for m in missing):
-                    self.timed_out, self.why = True, "the others blocked on the lock"
-                    return False
-            time.sleep(POLL)
+    def _missing(self, now: float) -> list[str]:
+        self._poll(now)
+        return [m.label for m in self.members if m.arrived is None and not m.exited_before]
+
+    def _not_coming(self, missing: list[str], now: float) -> str:
+        waiting = lock_waiters()
+        by_label = {m.label: m for m in self.members}
+        if any(m.arrived for m in self.members) and all(self._blocked(by_label[label], waiting, now)
+                                                        for label in missing):
+            return "the others blocked on the lock"
+        return ""
 
     def _poll(self, now: float) -> None:
         for member in self.members:
@@ -213,23 +262,16 @@ class Rendezvous:
         if waiting & {member.running.pid, *member.log.pids()}:
             member.blocked = "the kernel lists it waiting for a lock (/proc/locks)"
         elif (member.refused_at is not None and now - member.refused_at >= self.settle
-              and now - member._cpu_changed >= self.settle):
+              and self.idle_for(member.label, now) >= self.settle):
             member.blocked = (f"its lock call was refused, and it used under {IDLE_SHARE:.0%} of a CPU for "
                               f"{self.settle:g} s since (waiting to try again)")
         else:
             member.blocked = ""
         return bool(member.blocked)
 
-    def _cpu(self, member: Member) -> int:
+    def _cpu(self, label: str) -> int:
+        member = next(m for m in self.members if m.label == label)
         return sum(cpu_ns(pid) for pid in {member.running.pid, *member.log.pids()})
-
-    def _note_cpu(self, missing: list[Member], now: float) -> None:
-        for member in missing:
-            if now - member._cpu_at >= self.settle / 2:
-                used = self._cpu(member)
-                if (used - member._cpu) / 1e9 > IDLE_SHARE * (now - member._cpu_at):
-                    member._cpu_changed = now
-                member._cpu, member._cpu_at = used, now
 
     # ------------------------------------------------------------------------------------------ release
     def release(self) -> None:

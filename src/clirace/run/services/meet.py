@@ -2,10 +2,11 @@
 the proxy (proxy.py) before letting the invocations go on one at a time.
 
 Where: the keys (Redis) or tables (PostgreSQL) that invocations of an earlier round changed, lock keys set with
-NX aside. When to stop waiting, as for the file rendezvous (run/rendezvous.py): every live invocation is held at the
-proxy, or waits on the server (blocked on a row lock: a tool that locks before it reads has one invocation
-here); or at least one is held, `settle` s have passed since the last arrival and every missing one has been
-idle meanwhile (polling a lock key); or `overall` s have passed. Then each held invocation goes on in arrival
+NX aside. When to stop waiting: the file rendezvous' wait (run/rendezvous.py, Meeting), with the server's rules for
+the missing ones: every live invocation is held at the proxy, or waits on the server (blocked on a row lock: a
+tool that locks before it reads has one invocation here); or at least one is held, `settle` s have passed since
+the last arrival and every missing one has been idle meanwhile (polling a lock key); or the first has been held
+HOLD_WAIT s; or `overall` s have passed. Then each held invocation goes on in arrival
 order, once the one before it has ended: every one of them read the state before any wrote, so an
 unprotected read-modify-write loses updates by construction.
 """
@@ -19,7 +20,7 @@ from typing import TypedDict
 from clirace.history import ServerOp, Trial
 from clirace.run import procfs
 from clirace.run.launch import Running
-from clirace.run.rendezvous import IDLE_SHARE, OVERALL, SETTLE
+from clirace.run.rendezvous import OVERALL, SETTLE, Meeting
 from clirace.run.services.ops import (
     REDIS_ATOMIC,
     REDIS_DELETES,
@@ -96,7 +97,9 @@ class ServerSeen(TypedDict):
     why: str
 
 
-class ServerRendezvous:
+class ServerRendezvous(Meeting):
+    every = POLL * 5  # the proxy's threads need the interpreter too
+
     def __init__(self, proxy: Proxy, runnings: Sequence[Running], settle: float = SETTLE,
                  overall: float = OVERALL) -> None:
         self.proxy, self.runnings, self.settle, self.overall = proxy, runnings, settle, overall
@@ -104,43 +107,30 @@ class ServerRendezvous:
         self.owner: dict[int, Running | None] = {}  # a connection's client port -> the invocation it is from
         self.arrived: dict[str, tuple[float, Connection]] = {}
         self.released: float | None = None
-        self.why = ""
+        self.why, self.timed_out = "", False
 
-    def wait_all_arrived(self) -> None:
-        busy_until = {r.label: time.monotonic() for r in self.runnings}
-        cpu = {r.label: _cpu(r) for r in self.runnings}
-        next_cpu = time.monotonic()
-        while True:
-            now = time.monotonic()
-            for conn in self.proxy.held():
-                running = self._owner(conn)
-                if running is not None and running.label not in self.arrived:
-                    self.arrived[running.label] = (conn.held_at or now, conn)
-            blocked = {r.label for c in self.proxy.waiting_on_server(self.settle) if (r := self._owner(c))}
-            missing = [r for r in self.runnings if r.label not in self.arrived and not ended(r)]
-            if not missing or (self.arrived and all(r.label in blocked for r in missing)):
-                self.why = "all arrived" if not missing else "the others wait on the server (a lock)"
-                return
-            if now - self.started >= self.overall:
-                self.why = "overall cap"
-                return
-            first = min((at for at, _ in self.arrived.values()), default=None)
-            if first is not None and now - first >= HOLD_WAIT:
-                self.why = f"the first had been held {HOLD_WAIT:g} s (clients time out)"
-                return
-            if now >= next_cpu:  # which missing ones still use a CPU (starting up) rather than wait
-                next_cpu = now + self.settle / 2
-                for r in missing:
-                    used = _cpu(r)
-                    if (used - cpu[r.label]) / 1e9 > IDLE_SHARE * self.settle / 2:
-                        busy_until[r.label] = now
-                    cpu[r.label] = used
-            last = max((at for at, _ in self.arrived.values()), default=None)
-            if last is not None and now - last >= self.settle and all(now - busy_until[r.label] >= self.settle
-                                                                       for r in missing):
-                self.why = "the others idle"
-                return
-            time.sleep(POLL * 5)
+    def _missing(self, now: float) -> list[str]:
+        for conn in self.proxy.held():
+            running = self._owner(conn)
+            if running is not None and running.label not in self.arrived:
+                self.arrived[running.label] = (conn.held_at or now, conn)
+        return [r.label for r in self.runnings if r.label not in self.arrived and not ended(r)]
+
+    def _not_coming(self, missing: list[str], now: float) -> str:
+        if not self.arrived:
+            return ""
+        blocked = {r.label for c in self.proxy.waiting_on_server(self.settle) if (r := self._owner(c))}
+        if all(label in blocked for label in missing):
+            return "the others wait on the server (a lock)"
+        held = [at for at, _ in self.arrived.values()]
+        if now - min(held) >= HOLD_WAIT:
+            return f"the first had been held {HOLD_WAIT:g} s (clients time out)"
+        if now - max(held) >= self.settle and all(self.idle_for(label, now) >= self.settle for label in missing):
+            return "the others idle"
+        return ""
+
+    def _cpu(self, label: str) -> int:
+        return cpu_ns(next(r for r in self.runnings if r.label == label).pid)
 
     def _owner(self, conn: Connection) -> Running | None:
         if conn.peer_port not in self.owner:
@@ -176,10 +166,6 @@ class ServerRendezvous:
                 "exited_before": tuple(r.label for r in self.runnings if r.label not in self.arrived),
                 "released_after": round(self.released - self.started, 4) if self.released else None,
                 "why": self.why}
-
-
-def _cpu(running: Running) -> int:
-    return cpu_ns(running.pid)
 
 
 def _socket_inode(local_port: int, remote_port: int) -> str | None:
