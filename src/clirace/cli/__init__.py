@@ -21,7 +21,7 @@ import typer
 import typer.core
 
 from clirace import errors
-from clirace.cli._checking import Signals, Terminated, check_each
+from clirace.cli._checking import Signals, check_each
 from clirace.cli._outputs import FORMATS
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -467,7 +467,7 @@ def _pinned(outputs, specs):
 
 
 def _terminate(signum, frame) -> None:
-    raise Terminated()
+    raise errors.Terminated()
 
 
 def _emit(items, outputs, pinned) -> None:
@@ -531,7 +531,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("clirace: interrupted.", file=sys.stderr)
         sys.exit(errors.EXIT_INTERRUPTED)
-    except Terminated:
+    except errors.Terminated:
         print("clirace: terminated.", file=sys.stderr)
         sys.exit(errors.EXIT_TERMINATED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: say it is a bug, exit 3

@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from clirace.errors import PathChanged as PathChanged  # raised here; tests import it from here
 from clirace.errors import UsageError
 
 FORMATS = ("text", "json", "markdown", "github", "junit", "sarif")
@@ -42,10 +43,6 @@ class Outputs:
     def paths(self) -> list[tuple[str, Path]]:
         pairs = ([("-o", self.output)] if self.output else []) + [("--report", p) for _, p in self.reports]
         return pairs + ([("--history", self.history)] if self.history else [])
-
-
-class PathChanged(UsageError):
-    """A report or history path was swapped (for a directory, a FIFO, a link, another file) during the run."""
 
 
 def parse_report(value: str, formats: tuple[str, ...] = FORMATS) -> tuple[str, Path]:
