@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from clirace.errors import CriterionFailed as CriterionFailed  # what a failed item raises (public)
+
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle  # repr_failure's own types (no public name)
 
@@ -184,10 +186,6 @@ class _SpecItem(pytest.Item):
         """The file this item was collected from (its parent, always: SpecFile.collect makes every item)."""
         assert isinstance(self.parent, SpecFile)
         return self.parent
-
-
-class CriterionFailed(AssertionError):
-    """A criterion of a collected spec failed; the message holds its findings."""
 
 
 class CriterionItem(_SpecItem):

@@ -18,6 +18,7 @@ from clirace.checks.findings import (
     Verdict,
 )
 from clirace.checks.lockerror import succeeded
+from clirace.errors import Undecided
 from clirace.history import OUTPUT_CAP, History, Invocation, Rendezvous, Trial, WorkloadRound
 from clirace.history.vocab import Outcome
 
@@ -85,10 +86,6 @@ def flaky(check_id: str, first: str, second: str, hint: str, findings: Sequence[
 def flaky_words(first: str, second: str) -> str:
     return (f"{first} in a first run, and {second} in a second; an outcome decided by the clock is reported only "
             "when two runs agree")
-
-
-class Undecided(Exception):
-    """Raised by a `judge_one` whose trial cannot decide the invariant: Undecided(reason, hint)."""
 
 
 UNPLANNED = "the run planned no experiment for it: the spec gives no way to exercise it"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from clirace.checks._common import Undecided
 from clirace.checks._read import unread_of, values_of
 from clirace.checks.lockerror import succeeded
+from clirace.errors import Undecided, Unparseable
 from clirace.history import Alone, ConfigSnapshot, History, LockRelease, LockTrial
-from clirace.spec.configfile import Unparseable, parse
+from clirace.spec.configfile import parse
 
 Lost = tuple[str, str, str, "str | None"]  # label, key, value, what was found instead (None: nothing)
 

@@ -6,13 +6,14 @@ import json
 import re
 from collections.abc import Callable
 
-from clirace.checks._common import Undecided, finding, read_back
+from clirace.checks._common import finding, read_back
 from clirace.checks.findings import Finding
 from clirace.checks.lockerror import find_error
+from clirace.errors import PatternTimeout, TooLarge, Undecided, Unparseable
 from clirace.history import ClaimRound, ConfigSnapshot, CounterRound, KeysRound, Trial
 from clirace.history.vocab import Outcome
 from clirace.spec import patterns, placeholders
-from clirace.spec.configfile import TooLarge, Unparseable, lookup, parse
+from clirace.spec.configfile import lookup, parse
 
 INTEGER = re.compile(r"-?\d+")
 EMPTY = ("", "[]", "{}", "null")  # what a read prints for a key that is not there
@@ -25,7 +26,7 @@ def read_counter(trial: CounterRound, label: str) -> int:
     if trial.pattern:
         try:
             text = patterns.group1(trial.pattern, inv.stdout) or ""
-        except patterns.PatternTimeout as exc:
+        except PatternTimeout as exc:
             raise Undecided(f"the counter's value regex: {exc}", "Simplify the workload's value regex.") from None
     else:
         found = INTEGER.search(inv.stdout)
@@ -112,7 +113,7 @@ def claimed_item(stdout: str, pattern: str | None) -> str | None:
         return stdout.strip() or None
     try:
         return patterns.group1(pattern, stdout)
-    except patterns.PatternTimeout as exc:
+    except PatternTimeout as exc:
         raise Undecided(f"the claimed regex: {exc}", "Simplify the claim workload's claimed regex.") from None
 
 

@@ -10,11 +10,12 @@ from typing import Any
 from clirace.checks._common import finding, not_run_verdict, records
 from clirace.checks._observed import summaries
 from clirace.checks.findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Finding, Verdict
+from clirace.errors import TooLarge, Unparseable
 from clirace.history import ConfigSampled, History, KeysRound, KillPoint, KillPointsFound, WriterKilled
 from clirace.history.vocab import EventKind
 from clirace.run.observe import parse_line
 from clirace.spec import placeholders
-from clirace.spec.configfile import TooLarge, Unparseable, lookup, parse
+from clirace.spec.configfile import lookup, parse
 
 ID = "atomic-config-writes"
 # Evidence a pass needs. Readers: this many samples judged, and the config seen to change while they read (two

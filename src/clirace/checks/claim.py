@@ -6,7 +6,6 @@ from collections import defaultdict
 
 from clirace.checks import reference
 from clirace.checks._common import (
-    Undecided,
     finding,
     ok_count,
     parallel_rounds,
@@ -16,6 +15,7 @@ from clirace.checks._common import (
 from clirace.checks._read import claimed_item, remaining
 from clirace.checks.findings import Finding, Verdict
 from clirace.checks.lockerror import succeeded
+from clirace.errors import Undecided
 from clirace.history import ClaimRound, History
 
 ID = "claim"

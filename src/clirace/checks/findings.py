@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from clirace.checks.catalogue import lifecycle, rule, template_fields
+from clirace.errors import VerdictWithoutEvidence as VerdictWithoutEvidence  # raised here; tests import it from here
 
 
 class Status(str, Enum):
@@ -85,10 +86,6 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "name": self.rule["name"], "severity": self.severity, "message": self.message(),
                 "args": self.args, "evidence": asdict(self.evidence), "fix": self.rule.get("fix", "")}
-
-
-class VerdictWithoutEvidence(AssertionError):
-    """A check tried to fail without a finding, or pass without a record: a bug in the check (see Verdict)."""
 
 
 @dataclass

@@ -5,13 +5,14 @@ afterwards, unless the tool drops them when it runs alone (the serial reference 
 from __future__ import annotations
 
 from clirace.checks import reference
-from clirace.checks._common import Undecided, finding, ok_count, parallel_rounds, verdict_over_rounds
+from clirace.checks._common import finding, ok_count, parallel_rounds, verdict_over_rounds
 from clirace.checks._read import found_values, unread
 from clirace.checks.findings import Finding, Verdict
 from clirace.checks.lockerror import succeeded
+from clirace.errors import TooLarge, Undecided, Unparseable
 from clirace.history import ConfigSnapshot, History, KeysRound
 from clirace.history.vocab import ConfigFormat, Outcome
-from clirace.spec.configfile import TooLarge, Unparseable, key_paths, parse
+from clirace.spec.configfile import key_paths, parse
 
 ID = "keys"
 Path = tuple[str, ...]

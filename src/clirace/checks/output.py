@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from clirace.checks import reference
 from clirace.checks._common import (
-    Undecided,
     finding,
     ok_count,
     one_line,
@@ -14,6 +13,7 @@ from clirace.checks._common import (
 )
 from clirace.checks.findings import Finding, Verdict
 from clirace.checks.lockerror import succeeded
+from clirace.errors import Undecided
 from clirace.history import History, OutputRound, OutputRun, Trial
 
 ID = "output"

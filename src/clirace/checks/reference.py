@@ -16,10 +16,11 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from clirace.checks._common import Undecided, ok_count, one_line, unknown_count
+from clirace.checks._common import ok_count, one_line, unknown_count
 from clirace.checks._effects import effects_lost
 from clirace.checks._read import claimed_item, found_values, read_counter, remaining
 from clirace.checks.lockerror import succeeded
+from clirace.errors import Undecided, Unparseable
 from clirace.history import (
     Alone,
     ClaimRound,
@@ -33,7 +34,7 @@ from clirace.history import (
 )
 from clirace.history.vocab import Failure, Outcome
 from clirace.spec import placeholders
-from clirace.spec.configfile import Unparseable, parse
+from clirace.spec.configfile import parse
 
 RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in parallel (the rest read or set up)
 # Runs clirace did again (Box.run_free): refused by a process an earlier command left running, or kept to its

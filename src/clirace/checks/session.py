@@ -24,9 +24,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from clirace.checks import reference
-from clirace.checks._common import Undecided, finding, not_run_verdict, records
+from clirace.checks._common import finding, not_run_verdict, records
 from clirace.checks.findings import FAIL, NOT_TESTED, PASS, UNKNOWN, Evidence, Finding, Verdict
 from clirace.checks.output import output_findings
+from clirace.errors import Undecided
 from clirace.history import History, OutputRun, SessionRun
 from clirace.history.vocab import Outcome
 from clirace.run import locking, observe

@@ -23,7 +23,7 @@ import typer
 import typer.core
 
 from clirace import errors
-from clirace.cli._checking import Signals, Terminated, check_each
+from clirace.cli._checking import Signals, check_each
 from clirace.cli._outputs import FORMATS
 
 if TYPE_CHECKING:
@@ -490,7 +490,7 @@ def _pinned(outputs: Outputs, specs: list[Path]) -> Pinned:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+    raise errors.Terminated()
 
 
 def _emit(items: list[Item], outputs: Outputs, pinned: Pinned) -> None:
@@ -554,7 +554,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("clirace: interrupted.", file=sys.stderr)
         sys.exit(errors.EXIT_INTERRUPTED)
-    except Terminated:
+    except errors.Terminated:
         print("clirace: terminated.", file=sys.stderr)
         sys.exit(errors.EXIT_TERMINATED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: say it is a bug, exit 3

@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     Item = Result | Failed  # what `clirace check` reports on for each spec
 
 
-class Terminated(BaseException):
-    """SIGTERM, turned into an exception so that sandboxes and children are cleaned up on the way out."""
-
-
 class Signals:
     """SIGINT and SIGTERM for the whole of `clirace check`, from before the first spec is read to the last byte of
     the result written. While specs are checked, the first one raises KeyboardInterrupt or Terminated (a clean stop:
@@ -62,7 +58,7 @@ class Signals:
             return
         self.received = signum
         if not self._defer:
-            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+            raise KeyboardInterrupt() if signum == signal.SIGINT else errors.Terminated()
 
     def deferred(self) -> Signals:
         """From now on a signal is noted, not raised: what is left is writing a decided result."""
@@ -111,7 +107,7 @@ def check_each(paths: list[Path], opts: Options, needed: int | None, emit: Calla
                 if result.history.not_removed:
                     print(f"clirace: {removal(result.history)}", file=sys.stderr)
                 items.append(result)
-        except (KeyboardInterrupt, Terminated) as stop:
+        except (KeyboardInterrupt, errors.Terminated) as stop:
             progress.stop()
             code = errors.EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else errors.EXIT_TERMINATED
             if "h" in seen:

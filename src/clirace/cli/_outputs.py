@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clirace.errors import PathChanged as PathChanged  # raised here; tests import it from here
 from clirace.errors import UsageError
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ class Outputs:
     def paths(self) -> list[tuple[str, Path]]:
         pairs = ([("-o", self.output)] if self.output else []) + [("--report", p) for _, p in self.reports]
         return pairs + ([("--history", self.history)] if self.history else [])
-
-
-class PathChanged(UsageError):
-    """A report or history path was swapped (for a directory, a FIFO, a link, another file) during the run."""
 
 
 def parse_report(value: str, formats: tuple[str, ...] = FORMATS) -> tuple[str, Path]:

@@ -59,6 +59,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
+from clirace.errors import NotAvailable as NotAvailable  # raised here; tests import it from here
 from clirace.run import locking, observe
 from clirace.run.procfs import proc_locks, stat_fields
 
@@ -70,10 +71,6 @@ AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek
 POLL = 0.002
 JOIN_PATIENCE = 1.0  # seconds to wait for every thread of a stopped process to join its stop (one stuck is not waited for)
 READ_CHUNK = 1 << 20  # at most this much of a trace file per poll
-
-
-class NotAvailable(RuntimeError):
-    """strace cannot stop processes here (not installed, ptrace forbidden, or disabled on purpose)."""
 
 
 def require() -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clirace.errors import InternalError, SpecError
+from clirace.errors import InternalError, ServiceFailed, SpecError, TrialFailed
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
 from clirace.history.vocab import EventKind, Failure, Outcome
 from clirace.run import observe, safefs
@@ -41,16 +41,6 @@ def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
                    for path in observe.shared_paths(ops, t.sandbox)})
 
 
-class TrialFailed(Exception):
-    """The trial could not be carried out (setup failed, a holder never became ready): its outcome is unknown.
-    `failure` says whose failure it was: the tool's unless said otherwise (a setup refused in a fresh sandbox is
-    the spec's; one killed at its deadline gave no answer, and is not)."""
-
-    def __init__(self, message: str, failure: Failure = Failure.TOOL):
-        super().__init__(message)
-        self.failure = failure
-
-
 def run_template_setup(spec: Spec, sandbox: Sandbox, served: Any, commands: Any) -> None:
     """services.postgres.setup, run once against the template database as a trial's setup is run (the
     servers take this from the pipeline: they know no scenario)."""
@@ -58,7 +48,7 @@ def run_template_setup(spec: Spec, sandbox: Sandbox, served: Any, commands: Any)
     try:
         box.setup(commands)
     except TrialFailed as exc:
-        if exc.failure is not Failure.SPEC:  # no answer (killed at its deadline), or the machine's doing
+        if Failure(exc.failure) is not Failure.SPEC:  # no answer (killed at its deadline), or the machine's doing
             raise InternalError(f"services.postgres.setup, run once against the template database, could not be "
                                 f"carried out: {exc}; nothing was run", where=str(spec.path)) from None
         raise SpecError(f"services.postgres.setup, run once against the template database: {exc}.",
@@ -190,10 +180,10 @@ class Context:
                 # A generator context manager must yield once: the body gets a box whose first command raises.
                 # Whose failure it was, the setup says: the spec's only for a clear refusal (Box.setup).
                 error = box.unusable = str(exc)
-                failure = exc.failure
+                failure = Failure(exc.failure)
             yield box
         except TrialFailed as exc:
-            error, failure = (error, failure) if error else (str(exc), exc.failure)
+            error, failure = (error, failure) if error else (str(exc), Failure(exc.failure))
         except Exception as exc:  # noqa: BLE001 - one experiment's failure must not sink the run
             error, failure = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug "
                               "in clirace or a limit of this machine, please report it"), Failure.CLIRACE
@@ -221,7 +211,6 @@ class Context:
         """The trial's own servers (spec `services`), or why they could not start."""
         if self.services is None:
             return None, ""
-        from clirace.run.services import ServiceFailed
         try:
             return self.services.for_trial(sandbox.private, sandbox.marker), ""
         except ServiceFailed as exc:

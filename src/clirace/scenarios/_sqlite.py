@@ -16,16 +16,13 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from clirace.errors import Busy as Busy  # raised here; re-exported for who imports it from here
 from clirace.run import safefs
 
 SIDE_FILES = ("", "-journal", "-wal")  # the database, and what SQLite replays or rolls back when it opens it
 LIVE_TIMEOUT = 0.05  # seconds a sampling reader waits for a writer's lock before giving up on that sample
 # What SQLite says when the file is not a whole database: a torn or never-valid state, not "could not look".
 _TORN = ("not a database", "malformed", "file is encrypted")
-
-
-class Busy(Exception):
-    """The live database was locked by a writer: no sample taken."""
 
 
 def copy_and_read(root: Path, path: Path, scratch: Path, limit: int) -> tuple[str | None, str]:

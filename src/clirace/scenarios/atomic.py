@@ -21,11 +21,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypedDict
 
+from clirace.errors import Busy, TrialFailed
 from clirace.history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
 from clirace.history.vocab import ConfigFormat, EventKind, WorkloadKind
 from clirace.run import observe, stopper
 from clirace.scenarios import _sqlite
-from clirace.scenarios._box import Box, Context, TrialFailed
+from clirace.scenarios._box import Box, Context
 from clirace.scenarios.workloads import CONFIG_CAP, read_config, read_text
 from clirace.spec import Workload
 
@@ -381,7 +382,7 @@ class _Sampler(threading.Thread):
             if self.fmt is ConfigFormat.SQLITE:  # read through SQLite's own lock, as a reader of it would
                 try:
                     text = _sqlite.read_live(self.root, self.path, CONFIG_CAP)
-                except (_sqlite.Busy, sqlite3.Error):  # a writer has it, or SQLite could not look: no sample
+                except (Busy, sqlite3.Error):  # a writer has it, or SQLite could not look: no sample
                     time.sleep(0)
                     continue
             else:

@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from clirace.checks import timing
+from clirace.errors import NotAvailable, PatternTimeout, TrialFailed
 from clirace.history import Invocation
 from clirace.history.vocab import EventKind, HoldMode, LockKind, ReadyKind
 from clirace.run import procfs, safefs, stopper
 from clirace.run.launch import Running
 from clirace.run.services import ServerError
 from clirace.scenarios import effects
-from clirace.scenarios._box import Box, TrialFailed
+from clirace.scenarios._box import Box
 from clirace.spec import Hold as HoldSpec
 from clirace.spec import OwnCommand, patterns
 
@@ -205,7 +206,7 @@ class CommandHold(Holder):
                 try:
                     if patterns.search(pattern, self.running.printed_on(kind.value), multiline=False):
                         return
-                except patterns.PatternTimeout as exc:
+                except PatternTimeout as exc:
                     self._not_ready(f"its readiness regex: {exc}")
             if not self.alive():
                 self._not_ready("it exited before signalling readiness")
@@ -561,6 +562,6 @@ def stop_hold_usable() -> str:
     """"" when strace can stop a real invocation at its lock here, else why not."""
     try:
         stopper.require()
-    except stopper.NotAvailable as exc:
+    except NotAvailable as exc:
         return str(exc)
     return ""

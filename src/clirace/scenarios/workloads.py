@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from clirace.errors import NotAvailable, TrialFailed
 from clirace.history import (
     ClaimRound,
     ConfigSnapshot,
@@ -33,9 +34,9 @@ from clirace.run.locking import CALLS as LOCK_CALLS
 from clirace.run.rendezvous import OVERALL, Arrival, commit_point_prefix
 from clirace.run.rendezvous import Rendezvous as RendezvousRun
 from clirace.run.services.meet import ServerAim, ServerRendezvous, server_aim
-from clirace.run.stopper import NotAvailable, require
+from clirace.run.stopper import require
 from clirace.scenarios import _sqlite
-from clirace.scenarios._box import Box, Context, TrialFailed
+from clirace.scenarios._box import Box, Context
 from clirace.scenarios.aim import Aim, aim
 from clirace.spec import Workload
 

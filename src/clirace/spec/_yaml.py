@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from clirace.errors import SpecError
+from clirace.errors import OverBudget, SpecError
 
 # A spec is a few hundred nodes; an alias bomb ("billion laughs") expands to millions.
 MAX_NODES = 20_000
@@ -176,11 +176,6 @@ def _too_deep_bracket(text: str, limit: int) -> int | None:
 
 
 # ------------------------------------------------------------------------------- files a target wrote
-
-class OverBudget(ValueError):
-    """A YAML document too deep or, through aliases, too large to turn into data: not invalid, just too big
-    to judge (an alias bomb expands a few hundred bytes into billions of values)."""
-
 
 def load_budgeted(text: str, *, max_nodes: int = 100_000, max_depth: int = 100) -> Any:
     """A YAML document (safe tags only) as plain data, for a file a target wrote; raises yaml.YAMLError when

@@ -17,7 +17,12 @@ import jmespath
 import jmespath.exceptions
 import yaml
 
-from clirace.spec._yaml import OverBudget, load_budgeted
+# raised here; the last three re-exported for the tests that import them from here
+from clirace.errors import OverBudget
+from clirace.errors import ReaderFailed as ReaderFailed
+from clirace.errors import TooLarge as TooLarge
+from clirace.errors import Unparseable as Unparseable
+from clirace.spec._yaml import load_budgeted
 
 try:
     import tomllib
@@ -32,22 +37,6 @@ MAX_BYTES = 1 << 20  # a config a tool rewrites on every call; beyond this clira
 MAX_NODES = 100_000  # YAML values once aliases are expanded
 MAX_DEPTH = 100  # nesting of YAML lists and mappings (JSON and TOML: as deep as their readers recurse)
 MAX_DIGITS = 4000  # an integer longer than this stays a string (int() refuses 4,300+ digits)
-
-
-class Unparseable(ValueError):
-    """Not valid in its format: empty, torn, or never valid."""
-
-
-class ReaderFailed(Exception):
-    """clirace's own reader raised something other than its format's parse error: a bug in clirace (or a limit of
-    the library it uses), not evidence that the file is torn. Not an Unparseable, so no check reads it as one."""
-
-
-class TooLarge(Unparseable):
-    """Too large, too deep or too aliased to judge: neither whole nor torn as far as clirace can tell.
-
-    A subclass so that `except Unparseable` still stops at it; a check must test for it first and answer
-    "could not decide" (the file may be perfectly valid)."""
 
 
 def parse(text: str | bytes, fmt: str) -> Parsed:

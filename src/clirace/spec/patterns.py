@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import regex
 
+from clirace.errors import PatternTimeout as PatternTimeout  # re-exported: raised here
+
 # re's parser, whose trees the static checks walk. Typed through sre_*, the names typeshed knows them by; at run
 # time re's own modules on 3.11+, where importing sre_* warns that they are deprecated.
 if TYPE_CHECKING or sys.version_info < (3, 11):
@@ -34,14 +36,6 @@ PROBE_LENGTH = 2048  # characters in a probe: a run of one character the pattern
 PROBE_BUDGET = 5.0  # seconds of CPU spent probing per pattern; past it the runtime bound alone guards
 MAX_STRETCH = 16  # the longest wall-time bound a search is given, as a multiple of its CPU limit (1+2+...+16)
 MAX_LENGTH = 10_000  # characters in a pattern; a spec's patterns are a line long
-
-
-class PatternTimeout(Exception):
-    """A spec's regex did not finish within its time bound on a target's output: the check cannot decide."""
-
-    def __init__(self, pattern: str, seconds: float, size: int) -> None:
-        super().__init__(f"pattern {pattern!r} used more than {seconds:g} s of CPU on {size:,} bytes of output")
-        self.pattern, self.seconds, self.size = pattern, seconds, size
 
 
 @lru_cache(maxsize=256)

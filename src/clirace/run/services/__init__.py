@@ -18,15 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clirace.errors import InternalError, SpecError
+from clirace.errors import InternalError, PgError, RedisError, ServiceFailed, SpecError
 from clirace.history import ServerOp
 from clirace.run import reap
-from clirace.run.services._pgwire import PgError
-from clirace.run.services._resp import RedisError
 from clirace.run.services.meet import ServerAim
 from clirace.run.services.postgres import TEMPLATE, PostgresServer, PostgresTrial, binaries
 from clirace.run.services.proxy import Proxy
-from clirace.run.services.redis import RedisTrial, ServiceFailed
+from clirace.run.services.redis import RedisTrial
 from clirace.spec import Spec
 
 if TYPE_CHECKING:

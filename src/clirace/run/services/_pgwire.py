@@ -11,9 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 
-
-class PgError(Exception):
-    """The server answered with an ErrorResponse, or the connection broke."""
+from clirace.errors import PgError
 
 
 class Client:

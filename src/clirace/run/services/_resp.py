@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 import socket
 
-
-class RedisError(Exception):
-    """The server answered with an error reply (-ERR ...), or the connection broke."""
+from clirace.errors import RedisError
 
 
 class Client:

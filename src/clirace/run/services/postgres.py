@@ -27,11 +27,12 @@ import subprocess
 import threading
 import time
 
+from clirace.errors import PgError, ServiceFailed
 from clirace.history import ServerOp
 from clirace.run import cleanup as _leftovers
 from clirace.run import reap
-from clirace.run.services._pgwire import Client, PgError, literal
-from clirace.run.services.redis import LINE_CAP, MAX_OPS, ServiceFailed, free_port
+from clirace.run.services._pgwire import Client, literal
+from clirace.run.services.redis import LINE_CAP, MAX_OPS, free_port
 
 USER = "clirace"  # the database superuser initdb creates; the tool connects as it
 TEMPLATE = "clirace_template"

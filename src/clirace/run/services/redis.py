@@ -16,16 +16,13 @@ import threading
 import time
 from pathlib import Path
 
+from clirace.errors import RedisError, ServiceFailed
 from clirace.history import ServerOp
-from clirace.run.services._resp import MONITOR_LINE, Client, RedisError, monitor_words
+from clirace.run.services._resp import MONITOR_LINE, Client, monitor_words
 
 READY_WITHIN = 5.0
 MAX_OPS = 5000  # commands kept per trial; beyond, server_note says how many were dropped
 LINE_CAP = 300  # characters of each MONITOR line kept for evidence
-
-
-class ServiceFailed(Exception):
-    """A server could not be started or reached: the trial cannot be carried out."""
 
 
 def free_port() -> int:
