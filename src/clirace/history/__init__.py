@@ -328,7 +328,8 @@ class LockConflict(LockTrial):
     tool that asks on a conflict waits there, as under an agent); retry-N obey a LOCK_HELD hint once the holder
     ended.
     The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
-    the contender is still running, and only then released. Round 2 repeats a trial whose contender outlived
+    the contender is still running, then `retried` longer while it is shown blocked on the lock (up to
+    tool.timeout in all), and only then released. Round 2 repeats a trial whose contender outlived
     the window (a finding made by the clock is seen twice before it is reported)."""
     KIND: ClassVar[str] = "lock-conflict"
     hold: HoldMode = HoldMode.COMMAND
@@ -338,6 +339,7 @@ class LockConflict(LockTrial):
     window: float = 0.0  # prompt + alone: how long it had to answer (0: older histories, where it was `prompt`)
     follow: float = 0.0  # how much longer a contender still running was followed before the holder let go
     watched: Watched | None = None  # the contender over the follow, when it was still running after the window
+    retried: float = 0.0  # seconds it was followed past the follow, the lock still held, while shown blocked on it
 
 
 @dataclass(frozen=True)
