@@ -447,7 +447,7 @@ class WriterKilled(Trial):
 class Alone(LockTrial):
     """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
     KIND: ClassVar[str] = "alone"
-    command: str = ""  # "contender" or "error_command"
+    command: str = ""  # "contender", "error_command", "holder" (the hold command) or "waiter" (with wait_option)
     traces: Traces = field(default_factory=dict)  # its file operations, when strace could watch it
 
 
