@@ -168,7 +168,7 @@ class Leftover:
     refused: str = ""  # the command it refused (kept as refused-LABEL; LABEL is its run once this one ended)
     waited: float = 0.0  # how long clirace waited for it to end (it was left to work, ended once idle)
     ended_by_clirace: bool = False  # it was still there after the wait, so clirace ended it
-    still_running: bool = False  # clirace left it running (it held no kernel lock clirace could name)
+    still_running: bool = False  # still there: it held no kernel lock clirace could name, or outlived its SIGKILL
 
 
 @dataclass(frozen=True)
