@@ -54,6 +54,9 @@ def test_a_holder_or_wait_option_failing_alone_and_an_error_command_refused_with
     refused = Alone(name="error_command", command="error_command",
                     invocations=(inv("alone", 2, stderr="error: the queue is empty\n"),))
     assert reference.problems(history(refused)) == []
+    # A hook that did not end alone (it waits for neither {release_file} nor {hold_seconds}) is judged where it runs.
+    hung = Alone(name="holder", command="holder", invocations=(inv("alone", None, timed_out=True),))
+    assert reference.problems(history(hung)) == []
 
 
 def outputs(round_, produced, serial=True, sandbox="/sb1"):

@@ -330,6 +330,8 @@ def _alone_problems(trial: Alone) -> list[Problem]:
     if inv is None:
         return [Problem("lock", f"lock.{trial.command} was not run alone (the record has no invocation)",
                         Failure.CLIRACE)]
+    if inv.outcome is Outcome.UNKNOWN and trial.command in ("holder", "waiter"):
+        return []  # only a refusal alone is the spec's; one that never ended alone is judged where it runs, as before
     if inv.outcome is Outcome.UNKNOWN:
         return [Problem("lock", f"lock.{trial.command} run alone on fresh state {_shown(inv)} ended without saying "
                         "whether it did its work", Failure.TOOL)]
