@@ -1,5 +1,7 @@
 """Verdicts on evidence, not on a stopwatch or on kills that never landed (issue 17): real fixtures, each a
 reference level with one defect swapped in (see each fixture's README). Only the checks a case is about run."""
+import re
+
 import pytest
 
 from clirace.run import observe
@@ -52,6 +54,34 @@ def test_a_contender_that_answers_after_the_prompt_has_its_answer_in_the_report(
     late = found["CR213"]
     assert "LOCK_HELD" in late["message"] and "past the" in late["message"], late
     assert "the same in a second run" in late["evidence"]["found"], late  # a timing finding is seen twice
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(150)
+def test_a_contender_still_retrying_its_lock_past_the_follow_is_followed_until_its_own_answer():
+    """Issue 23 item 8: it retries the held lock for 6 s, past its 1 s prompt and the 2 s follow. Cut there (the
+    holder let go), it took the free lock and exited 0: CR207 "still waiting", its own answer never seen. Followed
+    while it is shown retrying, its own LOCK_HELD after 6 s is the evidence."""
+    result, found = checks("lock-retry-outlasts-prompt", *LOCK_CONFLICT)
+    assert result["lock-excludes"]["status"] == "pass", result["lock-excludes"]
+    assert "CR207" not in found, found.get("CR207")
+    late = found["CR213"]
+    assert "LOCK_HELD" in late["message"] and "exit 4" in late["message"], late
+    assert float(re.search(r"answered only after ([\d.]+)s", late["message"]).group(1)) >= 6, late["message"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(150)
+def test_a_contender_that_stops_retrying_is_let_go_without_waiting_for_its_answer():
+    """The variant retries 3 s, then sleeps 8 s in one sleep and answers without trying again: once it sleeps
+    nothing shows it waiting, so the holder is let go then, before tool.timeout (10 s), not at its answer."""
+    result = check_json(ADVERSARIAL / "lock-retry-outlasts-prompt" / "gives-up.clirace.yaml", "--seed", "1",
+                        *LOCK_CONFLICT)
+    found = {f["code"]: f for f in result["findings"]}
+    assert "CR213" not in found, found.get("CR213")
+    waited = float(re.search(r"still waiting after ([\d.]+)s", found["CR207"]["message"]).group(1))
+    assert waited < 9.5, found["CR207"]["message"]
+    assert "retrying the lock" in result["checks"]["lock-excludes"]["summary"], result["checks"]["lock-excludes"]
 
 
 @pytest.mark.e2e

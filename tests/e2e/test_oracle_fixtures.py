@@ -100,3 +100,32 @@ def test_spec_whose_invariant_fails_serially_is_refused(name):
     for pattern in SPEC_ERRORS[name]:
         assert re.search(pattern, proc.stderr, re.IGNORECASE), (pattern, proc.stderr[-2000:])
     assert not PARALLEL_ROUND.search(proc.stderr), proc.stderr[-2000:]
+
+
+# spec (fixtures/spec-errors/lock-commands-misspelt): (the check it would have been judged by, the spec line, what the
+# refusal must quote of the command and its usage error)
+MISSPELT_LOCK_COMMANDS = {
+    "park": ("lock-released-on-exit", 27, "confg set"),
+    "hook": ("lock-released-on-exit", 26, "hodl --ready"),
+    "error-command": ("lock-released-on-exit", 29, "queu claim"),
+    "wait-option": ("lock-wait-timeout", 30, "--lock-timout 1000"),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("name", list(MISSPELT_LOCK_COMMANDS))
+def test_a_lock_command_that_fails_alone_is_a_spec_error_before_any_verdict(name):
+    """Issue 23 item 8: each lock command the experiments run is first run alone; one refused with a usage error
+    is the spec's error (exit 2, naming the line, the command, its exit code and its stderr), where the holder's
+    left the lock criteria undecided, the error command's passed lock-released-on-exit, the wait option's left
+    lock-wait-timeout undecided."""
+    check, line, command = MISSPELT_LOCK_COMMANDS[name]
+    spec = FIXTURES / "spec-errors" / "lock-commands-misspelt" / f"{name}.clirace.yaml"
+    proc = run_clirace("check", spec, "--format", "json", "--seed", "1", "--rounds", "1", "--only", check, timeout=80)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and not proc.stdout.strip().startswith('{"criteria"')
+    said = proc.stderr
+    assert f"{name}.clirace.yaml:{line}:" in said, said[-2000:]
+    assert command in said and "(exit 2; stderr: usage:" in said and "invalid choice" in said, said[-2000:]
+    assert "release after" not in said and "asked to wait" not in said, said[-2000:]  # no experiment ran

@@ -1,5 +1,6 @@
 """One reader of /proc/locks (issue 25 item 10): procfs.proc_locks, read by the stopper, the rendezvous and the
 leftover search alike; checked against real processes holding and waiting for a flock."""
+import fcntl
 import os
 import subprocess
 import sys
@@ -49,3 +50,29 @@ def test_a_held_flock_and_its_waiter_are_read_from_one_reader(tmp_path):
                 proc.kill()
                 proc.wait()
     assert not stopper.lock_held(str(path), "flock")
+
+
+@pytest.mark.timeout(30)
+def test_a_flock_is_the_leftovers_when_the_pid_proc_locks_names_lives_without_the_file_open(tmp_path):
+    """/proc/locks names a flock's taker by its pid, which may since belong to another process (pids wrap at 32768
+    on a busy machine) or have closed its copy: a living pid is then no holder. Here the taker (this test) closes
+    its copy while a child keeps the inherited one: the child holds the flock, and a leftover that holds it is
+    ended and its refused command run again, where one thought to hold nothing was left running (the workload
+    undecided)."""
+    path = tmp_path / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    child = None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], pass_fds=(fd,),
+                                 stdin=subprocess.PIPE)
+        assert outlived.held_locks(child.pid) == ()  # the taker is alive with the file open: the lock is its own
+        os.close(fd)
+        fd = -1
+        assert outlived.held_locks(child.pid) == (f"FLOCK WRITE {path}",)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if child is not None:
+            child.kill()
+            child.wait()

@@ -42,6 +42,23 @@ def test_a_contender_that_fails_alone_is_a_spec_error_and_an_error_command_that_
     assert any("lock.contender fails" in m for m in messages) and any("error_command succeeds" in m for m in messages)
 
 
+def test_a_holder_or_wait_option_failing_alone_and_an_error_command_refused_with_a_usage_error_are_spec_errors():
+    usage = "usage: tool [-h] {config,queue} ...\ntool: error: argument command: invalid choice: 'queu'\n"
+    holder = Alone(name="holder", command="holder", invocations=(inv("alone", 2, stderr=usage),))
+    waiter = Alone(name="waiter", command="waiter", invocations=(inv("alone", 2, stderr=usage),))
+    misspelt = Alone(name="error_command", command="error_command", invocations=(inv("alone", 2, stderr=usage),))
+    found = reference.problems(history(holder, waiter, misspelt))
+    assert [p.key for p in found] == [("lock", "hold"), ("lock", "wait_option"), ("lock", "error_command")]
+    assert all(p.spec and "exit 2" in p.message and "invalid choice: 'queu'" in p.message for p in found)
+    # An error command that takes the lock and then fails is what the spec asks for, whatever its exit status.
+    refused = Alone(name="error_command", command="error_command",
+                    invocations=(inv("alone", 2, stderr="error: the queue is empty\n"),))
+    assert reference.problems(history(refused)) == []
+    # A hook that did not end alone (it waits for neither {release_file} nor {hold_seconds}) is judged where it runs.
+    hung = Alone(name="holder", command="holder", invocations=(inv("alone", None, timed_out=True),))
+    assert reference.problems(history(hung)) == []
+
+
 def outputs(round_, produced, serial=True, sandbox="/sb1"):
     runs = {f"out-{i}": OutputRun(f"m{i}", f"{sandbox}/io/o{i}", produced=p) for i, p in enumerate(produced)}
     return OutputRound(workload="o", serial=serial, round=round_, runs=runs, sandbox=sandbox,

@@ -72,7 +72,7 @@ def _conflict(trial: LockConflict, history: History) -> Verdict:
                        read=records(history.of(LockConflict)))
     if state == "waiting":
         proof, watched = waited(trial)
-        held = f"{window(trial):g} s" + (f" and {trial.follow:g} s more" if trial.follow else "")
+        held = f"{window(trial):g} s" + (f" and {round(trial.follow + trial.retried, 1):g} s more" if trial.follow else "")
         if proof:
             return Verdict(ID, PASS, f"the contender waited while the lock was held ({held}; {proof}; {watched}), "
                            f"{after}" + again(history), read=records(history.of(LockConflict)))

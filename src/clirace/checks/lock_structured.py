@@ -32,7 +32,7 @@ def check(history: History) -> Verdict:
     labels = ["holder", "contender"]
     if state == "waiting":
         f = finding("CR207", trial, labels, "a prompt LOCK_HELD error", "still waiting" + again(history),
-                    seconds=f"{window(trial) + trial.follow:g}")
+                    seconds=f"{round(window(trial) + trial.follow + trial.retried, 1):g}")
         return Verdict(ID, FAIL, f.message(), [f])
     if state == "late":  # its own answer, recorded because it was followed past its window
         f = finding("CR213", trial, labels, f"an answer within {window(trial):g}s", contender.printed(120)

@@ -42,6 +42,7 @@ RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in p
 AGAIN = ("refused-", "traced-")
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed over
+USAGE = 300  # characters shown of a lock command that fails alone: a usage message's error comes after its synopsis
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Problem:
     message: str
     failure: Failure = Failure.SPEC
     trial: str = ""  # the record it comes from, named in clirace's own failure
+    key: tuple[str | int, ...] = ()  # where in the spec the command that failed is written, when known
 
     @property
     def spec(self) -> bool:
@@ -75,7 +77,7 @@ def problems(history: History) -> list[Problem]:
             continue
         # The sandbox's random path reads as {sandbox}, as in all evidence: the message is the same every run.
         found.extend(Problem(p.workload, p.message.replace(trial.sandbox, "{sandbox}") if trial.sandbox else p.message,
-                             p.failure, f"{trial.KIND}: {trial.name} (round {trial.round + 1})") for p in mine)
+                             p.failure, f"{trial.KIND}: {trial.name} (round {trial.round + 1})", p.key) for p in mine)
     unique: dict[str, Problem] = {}
     for problem in found:
         unique.setdefault(problem.message, problem)
@@ -102,8 +104,8 @@ def _ended_unsaid(invs: list[Invocation]) -> Invocation | None:
     return next((inv for inv in invs if inv.outcome is Outcome.UNKNOWN), None)
 
 
-def _shown(inv: Invocation) -> str:
-    return f"{inv.command()!r} ({inv.ending()}; {inv.printed(120)})"
+def _shown(inv: Invocation, limit: int = 120) -> str:
+    return f"{inv.command()!r} ({inv.ending()}; {inv.printed(limit)})"
 
 
 def _left_running(trial: Trial, inv: Invocation) -> Problem | None:
@@ -329,26 +331,58 @@ def _alone_problems(trial: Alone) -> list[Problem]:
     if inv is None:
         return [Problem("lock", f"lock.{trial.command} was not run alone (the record has no invocation)",
                         Failure.CLIRACE)]
+    if inv.outcome is Outcome.UNKNOWN and trial.command in ("holder", "waiter"):
+        return []  # only a refusal alone is the spec's; one that never ended alone is judged where it runs, as before
     if inv.outcome is Outcome.UNKNOWN:
         return [Problem("lock", f"lock.{trial.command} run alone on fresh state {_shown(inv)} ended without saying "
                         "whether it did its work", Failure.TOOL)]
-    if trial.command == "contender" and not succeeded(inv) and (left := _left_running(trial, inv)) is not None:
-        return [Problem("lock", f"lock.{trial.command}: {left.message}", left.failure)]
+    if trial.command in ("contender", "holder", "waiter") and not succeeded(inv) and \
+            (left := _left_running(trial, inv)) is not None:
+        return [Problem("lock", f"{_named(trial)}: {left.message}", left.failure)]
     if trial.command == "contender" and not succeeded(inv):
-        return [Problem("lock", f"lock.contender fails when run alone on fresh state: {_shown(inv)}; it must be a "
-                        "mutating command that succeeds when nothing holds the lock")]
+        return [Problem("lock", f"lock.contender fails when run alone on fresh state: {_shown(inv, USAGE)}; it must be a "
+                        "mutating command that succeeds when nothing holds the lock", key=("lock", "contender"))]
+    if trial.command == "waiter" and not succeeded(inv):
+        return [Problem("lock", f"{_named(trial)} fails when run alone on fresh state: {_shown(inv, USAGE)}; with "
+                        "nothing holding the lock it must succeed, as lock.contender does without it",
+                        key=("lock", "wait_option"))]
+    if trial.command == "holder" and not succeeded(inv):
+        return [Problem("lock", f"{_named(trial)} fails when run alone on fresh state: {_shown(inv, USAGE)}; the holder's "
+                        "command must take the lock and succeed when nothing else holds it (a hook run alone finds "
+                        "its {release_file} already there and {hold_seconds} 0)", key=HOLDER_KEY)]
     lost, _found, _why = effects_lost(trial)
     if lost:
         _label, key, value, found = lost[0]
         where = trial.effects_config.path if trial.effects_config is not None else "the keys workload's read"
-        return [Problem("lock", f"lock.contender run alone on fresh state {_shown(inv)} wrote {key}={value}, but "
+        return [Problem("lock", f"{_named(trial)} run alone on fresh state {_shown(inv)} wrote {key}={value}, but "
                         f"{where} {'does not find it' if found is None else f'finds {one_line(found, 60)!r}'} "
-                        "afterwards: the keys workload does not read what lock.contender's {key} and {value} write, "
-                        "so the lock experiments could not read their keys back either")]
+                        f"afterwards: the keys workload does not read what {_named(trial)}'s {{key}} and {{value}} "
+                        "write, so the lock experiments could not read their keys back either")]
+    if trial.command == "error_command" and _usage_error(inv):
+        return [Problem("lock", f"lock.error_command fails when run alone with a usage error: {_shown(inv, USAGE)}; it "
+                        "must take the lock and then fail, and a command the tool does not accept takes no lock",
+                        key=("lock", "error_command"))]
     if trial.command == "error_command" and inv.ok:
         return [Problem("lock", f"lock.error_command succeeds when run alone: {_shown(inv)}; it must take the lock "
                         "and then fail")]
     return []
+
+
+# How a command-line parser refuses a command it does not accept (argparse, click, getopt, cobra, clap): exit 2, or
+# EX_USAGE (64), with a usage synopsis on stderr.
+_USAGE = re.compile(r"^\s*usage:", re.IGNORECASE | re.MULTILINE)
+
+
+def _usage_error(inv: Invocation) -> bool:
+    return inv.exit_code in (2, 64) and bool(_USAGE.search(inv.stderr))
+
+
+HOLDER_KEY = ("lock", "hold")  # the spec's lock.hold: its command, parked, a hook or hold.run
+
+
+def _named(trial: Alone) -> str:
+    return {"holder": "the holder's command (lock.hold)", "waiter": "lock.contender with its lock-wait option "
+            "(lock.wait_option, lock.wait_env)"}.get(trial.command, f"lock.{trial.command}")
 
 
 def lock_undecided(history: History) -> str | None:

@@ -33,6 +33,7 @@ from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
 from clirace.scenarios.plan import plan
 from clirace.spec import Spec, placeholders
+from clirace.spec._yaml import load_located
 from clirace.verdict.baseline import Snapshot, snapshot
 from clirace.verdict.result import Result
 from clirace.verdict.rubric import criteria, score
@@ -183,9 +184,23 @@ def _refuse_a_spec_the_tool_does_not_fit(spec: Spec, history: History) -> None:
     if wrong:
         said = "; ".join(f"{p.workload}: {p.message}" for p in wrong)
         raise SpecError(f"the spec does not fit the tool: run alone, before any parallel round, {said}.",
-                        where=str(spec.path),
-                        hint="Fix the workload's commands, key or regex so that they do what the spec says when "
-                             "nothing else runs (try them by hand in a fresh HOME).")
+                        where=_spec_line(spec, next((p.key for p in wrong if p.key), ())),
+                        hint=("Fix the lock's commands (lock.contender, lock.hold, lock.error_command, "
+                              "lock.wait_option)" if wrong[0].workload == "lock" else
+                              "Fix the workload's commands, key or regex") + " so that they do what the "
+                             "spec says when nothing else runs (try them by hand in a fresh HOME).")
+
+
+def _spec_line(spec: Spec, key: tuple[str | int, ...]) -> str:
+    """'file:line:column' of the spec's `key` (for lock.hold, the command under it), else the spec's path."""
+    if not key:
+        return str(spec.path)
+    try:
+        located = load_located(spec.path)
+    except (SpecError, OSError):  # changed on disk since it was loaded: the path still says which spec
+        return str(spec.path)
+    deeper = [(*key, *sub) for sub in (("park", "command"), ("command",), ("run",))] if key == reference.HOLDER_KEY else []
+    return next((located.key_marks[k] for k in deeper if k in located.key_marks), None) or located.where_key(key)
 
 
 def _children_get_default_sigint() -> Any:

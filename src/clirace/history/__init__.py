@@ -168,7 +168,7 @@ class Leftover:
     refused: str = ""  # the command it refused (kept as refused-LABEL; LABEL is its run once this one ended)
     waited: float = 0.0  # how long clirace waited for it to end (it was left to work, ended once idle)
     ended_by_clirace: bool = False  # it was still there after the wait, so clirace ended it
-    still_running: bool = False  # clirace left it running (it held no kernel lock clirace could name)
+    still_running: bool = False  # still there: it held no kernel lock clirace could name, or outlived its SIGKILL
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +328,8 @@ class LockConflict(LockTrial):
     tool that asks on a conflict waits there, as under an agent); retry-N obey a LOCK_HELD hint once the holder
     ended.
     The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
-    the contender is still running, and only then released. Round 2 repeats a trial whose contender outlived
+    the contender is still running, then `retried` longer while it is shown blocked on the lock (up to
+    tool.timeout in all), and only then released. Round 2 repeats a trial whose contender outlived
     the window (a finding made by the clock is seen twice before it is reported)."""
     KIND: ClassVar[str] = "lock-conflict"
     hold: HoldMode = HoldMode.COMMAND
@@ -338,6 +339,7 @@ class LockConflict(LockTrial):
     window: float = 0.0  # prompt + alone: how long it had to answer (0: older histories, where it was `prompt`)
     follow: float = 0.0  # how much longer a contender still running was followed before the holder let go
     watched: Watched | None = None  # the contender over the follow, when it was still running after the window
+    retried: float = 0.0  # seconds it was followed past the follow, the lock still held, while shown blocked on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,7 +447,7 @@ class WriterKilled(Trial):
 class Alone(LockTrial):
     """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""
     KIND: ClassVar[str] = "alone"
-    command: str = ""  # "contender" or "error_command"
+    command: str = ""  # "contender", "error_command", "holder" (the hold command) or "waiter" (with wait_option)
     traces: Traces = field(default_factory=dict)  # its file operations, when strace could watch it
 
 

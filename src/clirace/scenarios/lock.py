@@ -139,7 +139,8 @@ def conflict(ctx: Context) -> None:
         ctx.not_run("lock-conflict", "the spec has no lock section", "Add lock.contender and lock.hold.")
         return
     # The contender has the prompt plus its own time alone to answer, then a little longer (the lock still held)
-    # so that an answer just past the prompt is its own; only then does the holder let go.
+    # so that an answer just past the prompt is its own, and longer still, up to tool.timeout, while it is shown
+    # retrying the lock (_while_retrying); only then does the holder let go.
     alone = ctx.alone_seconds("contender")
     window, follow = timing.window(lock.prompt, alone), timing.follow(lock.prompt)
     for round_ in range(2):  # a second time when the clock decided the first: a timing finding is seen twice
@@ -158,7 +159,8 @@ def _contend(box: Box, window: float, follow: float) -> bool:
     lock = box.spec.lock
     assert lock is not None
     effects.state_before(box)
-    with holder(box, longest=window + follow) as hold:
+    # A contender shown retrying the held lock may be followed until it has run tool.timeout: held that long.
+    with holder(box, longest=max(window + follow, box.spec.timeout)) as hold:
         hold.start()
         stdin = Stdin()  # a tool that asks on a conflict ("overwrite? [y/N]") waits there, as under an agent
         try:
@@ -172,14 +174,15 @@ def _contend(box: Box, window: float, follow: float) -> bool:
         try:
             seen = _watch(box, running, hold, window, stdin)
             if seen == "running":
-                usage = timing.Usage(running.pid)
-                seen = _watch(box, running, hold, follow, stdin)
+                usage, waiting = timing.Usage(running.pid), Waiting(box, running, hold)
+                seen = _watch(box, running, hold, follow, stdin, waiting)
                 if seen == "running":
-                    watched = usage.read()  # idle, or working: whether it waits or is just slow
-                    waits = box.served.postgres.lock_waits() if box.served and box.served.postgres else []
-                    if waits and not watched.blocked:  # a contender waiting on the server's row or advisory lock
-                        watched = dataclasses.replace(watched, blocked=f"the server shows {waits[0]}")
+                    watched = _blocked(box, usage)  # idle, or working: whether it waits or is just slow
+                    if not watched.blocked and (proof := _proof(waiting)):  # seen blocked before the follow's end
+                        watched = dataclasses.replace(watched, blocked=proof)
                     box.fields["watched"] = watched
+                    if watched.blocked and not hold.waiting_at_state(running.pid):
+                        seen = _while_retrying(box, running, hold, stdin, follow)
         finally:
             stdin.end()  # a tool that asked answers itself now, the lock still held
         if seen == "reached":
@@ -200,6 +203,37 @@ def _contend(box: Box, window: float, follow: float) -> bool:
         _let_holder_finish(box, hold)
     effects.read_back(box)
     return seen != "asked" and (contender.duration > window or seen == "running")
+
+
+def _blocked(box: Box, usage: timing.Usage) -> Watched:
+    """The contender since `usage` began: with what shows it blocked on the held lock, where anything does."""
+    watched = usage.read()
+    waits = box.served.postgres.lock_waits() if box.served and box.served.postgres else []
+    if waits and not watched.blocked:  # a contender waiting on the server's row or advisory lock
+        watched = dataclasses.replace(watched, blocked=f"the server shows {waits[0]}")
+    return watched
+
+
+def _while_retrying(box: Box, running: Running, hold: Holder, stdin: Stdin, period: float) -> str:
+    """Past its follow, a contender shown blocked on the held lock over the last `period` (its lock call, a waiter
+    in /proc/locks, a retry loop on the locked file, a server lock wait) is followed one `period` more, the lock
+    still held, and again while each period shows it, until it has run tool.timeout in all: a tool whose own
+    lock retry outlasts the prompt (15 s for some system tools, 5 s for SQLite's busy timeout) then gives its own
+    answer, which is the evidence. Returns what `_watch` saw last; "running" when the proof stopped or the
+    time ran out, and the holder is then let go as after the follow. `retried` records the extra seconds."""
+    seen, start, cap = "running", time.monotonic(), running.started + box.spec.timeout
+    while seen == "running" and (left := cap - time.monotonic()) > 0:
+        waiting = Waiting(box, running, hold)  # looked at every 50 ms: one look showing it blocked is enough
+        seen = _watch(box, running, hold, min(period, left), stdin, waiting)
+        if seen == "running" and not _proof(waiting):
+            break  # idle or working with nothing to show it waits: no reason to hold the lock any longer
+    box.fields["retried"] = round(time.monotonic() - start, 3)
+    return seen
+
+
+def _proof(waiting: Waiting) -> str:
+    """What any look of `waiting` showed of the contender blocked on the held lock, "" when none did."""
+    return waiting.watched.blocked if waiting.watched is not None else ""
 
 
 def _let_holder_finish(box: Box, hold: Holder) -> None:

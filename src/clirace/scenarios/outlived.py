@@ -63,7 +63,10 @@ def _candidates(cgroup_procs: str | None) -> list[int]:
 
 def held_locks(pid: int) -> tuple[str, ...]:
     """The kernel locks `pid` holds, as "FLOCK WRITE /path": an fcntl (POSIX) lock it took; an OFD lock or a flock
-    on a file it has open, when whoever took the flock is gone or is `pid` (a child keeps an inherited flock)."""
+    on a file it has open, unless whoever took the flock still has that file open too (a child keeps an inherited
+    flock once its taker is gone). /proc/locks names a flock's taker by the pid it had: that pid may since belong
+    to another process (pids wrap at 32768 on a busy machine), or the taker may have closed its copy; a living pid
+    without the file open holds nothing of it."""
     files = procfs.open_identities(pid)
     out = []
     for lock in procfs.proc_locks():
@@ -72,7 +75,8 @@ def held_locks(pid: int) -> tuple[str, ...]:
             continue
         if lock.kind == "POSIX" and lock.pid != pid:
             continue
-        if lock.kind == "FLOCK" and lock.pid != pid and procfs.alive(lock.pid):
+        if lock.kind == "FLOCK" and lock.pid != pid and procfs.alive(lock.pid) and \
+                (lock.dev, lock.ino) in procfs.open_identities(lock.pid):
             continue
         out.append(f"{lock.kind} {lock.mode} {path}")
     return tuple(dict.fromkeys(out))
@@ -99,7 +103,11 @@ def let_go(found: list[Leftover], wait: float = LEFTOVER_WAIT) -> list[Leftover]
     deadline = time.monotonic() + GONE_WAIT
     while remaining() and time.monotonic() < deadline:
         time.sleep(0.005)
-    return [replace(f, waited=waited, ended_by_clirace=f.pid in ended) for f in found]
+    # One still there (a loaded machine may take longer to end it) still holds its lock: a command run again now
+    # would be refused by it, and that refusal taken for the command's own (a spec error), so it counts as running.
+    survivors = set(remaining())
+    return [replace(f, waited=waited, ended_by_clirace=f.pid in ended, still_running=f.pid in survivors)
+            for f in found]
 
 
 def wait_alone(found: list[Leftover], wait: float = LEFTOVER_WAIT) -> list[Leftover]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from clirace.checks.registry import SCENARIO_OF
 from clirace.history import Planned
-from clirace.history.vocab import Way, WorkloadKind
+from clirace.history.vocab import HoldMode, Way, WorkloadKind
 from clirace.spec import Spec, Workload
 
 LOCK_CHECKS = ("lock-excludes", "lock-error-structured", "lock-released-on-exit", "lock-wait-timeout")
@@ -50,6 +50,10 @@ def plan(spec: Spec, only: tuple[str, ...], rounds: int, wanted: set[str]) -> tu
             for command, given in (("contender", lock.contender), ("error_command", lock.error_command)):
                 if given is not None:
                     out.append(Planned("reference", f"lock.{command}", 2, LOCK_CHECKS))
+            if lock.hold.how in (HoldMode.PARK, HoldMode.COMMAND) and lock.hold.command:  # reference.holds_alone
+                out.append(Planned("reference", "lock.holder", 1, LOCK_CHECKS))
+            if (lock.wait_option is not None or lock.wait_env) and not lock.never_waits:  # reference.waits_alone
+                out.append(Planned("reference", "lock.waiter", 1, LOCK_CHECKS))
     if "workloads" in wanted:
         for workload in workloads_for(spec, only):
             out.append(Planned("workloads", workload.name, rounds, (workload.kind.value, *TRACE_READERS)))

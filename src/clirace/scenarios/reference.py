@@ -3,7 +3,8 @@
 Each workload's commands run one at a time in a fresh sandbox (the output command twice per input, in two
 sandboxes, once in order and once reversed, so that what varies between runs of the same input shows);
 the lock's contender and error command run alone on fresh state, twice each (a contender that writes a key, given
-{key} and {value}, has it read back). These records are the oracle
+{key} and {value}, has it read back), and the holder's command and the contender with its lock-wait option once
+each (holds_alone, waits_alone). These records are the oracle
 for everything after them: checks/reference.py turns a failure here into a spec error (exit 2, before any
 parallel round) or, when the commands ended without saying (killed, timed out), into "could not decide".
 """
@@ -14,11 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from clirace.history import Alone, OutputRound
-from clirace.history.vocab import WorkloadKind
+from clirace.history.vocab import HoldMode, WorkloadKind
+from clirace.run import safefs
 from clirace.scenarios import effects
-from clirace.scenarios._box import Context, shared_between_sandboxes
+from clirace.scenarios._box import Box, Context, shared_between_sandboxes
 from clirace.scenarios.workloads import RUNNERS, Serial
-from clirace.spec import Workload
+from clirace.spec import Hold, Lock, OwnCommand, Workload
 
 SERIAL_RUNS = 3  # increments, keys and claims run one at a time: enough to show that they add up
 
@@ -42,21 +44,69 @@ def run(ctx: Context) -> None:
     lock = ctx.spec.lock
     if lock is None or not ctx.lock_commands_alone:
         return
-    ctx.say("lock: contender and error command alone on fresh state, twice each")
+    ctx.say("lock: contender and error command alone on fresh state, twice each" +
+            (", and the holder's command once" if holds_alone(lock.hold) else "") +
+            (", and the contender with its lock-wait option once" if waits_alone(lock) else ""))
 
     def alone(ctx: Context, watched: bool, name: str, command: Any, round_: int) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
             if name == "contender":
                 effects.state_before(box)
-            Serial(box, watched=watched).run([("alone", box.argv(command, **effects.values(box, "alone", command)),
-                                               None)])
+            if name == "holder":
+                job = _holder_alone(box, lock.hold)
+            elif name == "waiter":  # the contender with the lock-wait option, as the lock-wait experiment runs it
+                timeouts = {"timeout_ms": int(lock.wait * 1000), "timeout_s": f"{lock.wait:g}"}
+                env = {var: box.path(value, **timeouts) for var, value in lock.wait_env}
+                job = ("alone", box.argv(command, lock.wait_option or (), **timeouts,
+                                         **effects.values(box, "alone", command)), env or None)
+            else:
+                job = ("alone", box.argv(command, **effects.values(box, "alone", command)), None)
+            Serial(box, watched=watched).run([job])
             effects.read_back(box)  # the key it wrote alone must be found: the lock experiments read theirs so
 
+    commands = (("contender", lock.contender), ("error_command", lock.error_command))
+    runs: list[tuple[str, Any, int]] = [(name, command, round_) for name, command in commands
+                                        if command is not None for round_ in range(2)]
+    # Every command a lock experiment runs is first seen to succeed alone: the holder's, and the contender with the
+    # lock-wait option (a misspelt option is the spec's error, not a lock wait that fails).
+    if holds_alone(lock.hold):
+        runs.append(("holder", lock.hold.command, 0))
+    if waits_alone(lock):
+        runs.append(("waiter", lock.contender, 0))
     _side_by_side_if_alone(ctx, *(lambda c, w, n=name, cmd=command, r=round_: alone(c, w, n, cmd, r)
-                                  for name, command in (("contender", lock.contender),
-                                                        ("error_command", lock.error_command))
-                                  if command is not None for round_ in range(2)))
+                                  for name, command, round_ in runs))
+
+
+def holds_alone(hold: Hold) -> bool:
+    """Whether the holder runs a command of the spec's (a parked command, a hook, or hold.run), which then runs
+    alone first; with `take` clirace holds the lock itself (and a stopped holder is lock.contender, run already)."""
+    return hold.how in (HoldMode.PARK, HoldMode.COMMAND) and bool(hold.command)
+
+
+def waits_alone(lock: Lock) -> bool:
+    """Whether the lock-wait experiment will run the contender with a lock-wait option, which then runs alone first."""
+    return (lock.wait_option is not None or bool(lock.wait_env)) and not lock.never_waits
+
+
+def _holder_alone(box: Box, hold: Hold) -> tuple[str, list[str], dict[str, str] | None]:
+    """The holder's command as a lock experiment runs it, alone: a parked command as it is (it must succeed, as
+    the contender must); a hook or hold.run with its {release_file} already there and {hold_seconds} 0, so that it
+    takes the lock and lets go at once."""
+    if hold.how is HoldMode.PARK:
+        return "alone", box.argv(hold.command, **effects.values(box, "alone", hold.command)), None
+    root = box.sandbox.root
+    io = root / "io"
+    values: dict[str, Any] = dict(ready_file=io / "hold.ready", release_file=io / "hold.release", hold_seconds="0",
+                                  hold_ms="0")
+    try:
+        safefs.write_new(root, safefs.within(root, values["release_file"]), b"", parents=True)
+    except (FileExistsError, safefs.Refused):
+        pass  # the setup made it, or planted a link there: the hook then ends by {hold_seconds}
+    values.update(effects.values(box, "alone", hold.command, [value for _, value in hold.env]))
+    env = {name: box.path(value, **values) for name, value in hold.env}
+    command = OwnCommand(hold.command or ()) if hold.own else hold.command
+    return "alone", box.argv(command, **values), env or None
 
 
 def _side_by_side_if_alone(ctx: Context, *experiments: Callable[[Context, bool], None]) -> None:
