@@ -7,8 +7,8 @@ The history is synthesized, not run: `clirace check` caps --rounds at 100 a run,
 what a matrix of shards joins or what a --budget run leaves. The base is a real history (made here by
 `clirace check fixtures/level0 --rounds 3 --seed 1`, unless --from gives one); its parallel workload rounds are
 repeated, in turn, until there are --rounds of them, each copy numbered as the next round of its workload, and the
-plan and the environment say that many rounds, so that every check judges every copy, and each copy names a
-sandbox of its own (as each round did), so that no two copies share the text of their paths. The file is written the way
+plan and the environment say that many rounds, so that every check judges every copy; each copy names a sandbox
+of its own (as each round did), so that no two copies share the text of their paths. The file is written the way
 `clirace check --history` writes it (indent 1).
 
 Each run of `clirace judge FILE --format json -o OUT` is measured from outside (os.wait4: the CPU and the peak

@@ -107,3 +107,13 @@ def test_a_history_is_read_up_to_its_bound_and_no_further(tmp_path, monkeypatch)
     with open(path, "rb") as handle, pytest.raises(_stream.TooLarge):
         for key, value in _stream.members(handle, path.stat().st_size - 1, "trials"):
             list(value) if key == "trials" else None
+
+
+def test_a_record_without_a_field_it_requires_is_refused_even_with_optional_fields_given(tmp_path):
+    data = json.loads(_many(1).text())
+    del data["plan"]
+    data["plan"] = [{"part": "x", "trials": 1, "checks": []}]  # Planned requires `experiment`; it has three others
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(HistoryError, match=r"\$\.plan\[0\]\.experiment is missing; expected a value"):
+        History.load(path)

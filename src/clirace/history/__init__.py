@@ -38,8 +38,8 @@ FORMAT = "clirace-history"
 VERSION = 2
 OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes count everything printed
 # A history larger than this is not judged (docs/safety.md: a level-3 run at the defaults writes about 1 MB, a 10,000-round
-# history joined from shards about 290 MB). It is read as a stream (_stream.py): what judging holds is its records, about
-# 0.7 times the file's size (benchmarks/bighistory.py), not the text and the parsed tree at once as before (4.3 times).
+# history joined from shards about 290 MB). It is read as a stream (_stream.py): judging holds its records, never its
+# text and parsed tree at once (290 MB: 736 MB at the peak, report included, against 1,248 MB before; bighistory.py).
 MAX_BYTES = 1024 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 

@@ -151,9 +151,9 @@ def _record(tp: type) -> Decoder:
                 except _Bad as bad:
                     bad.at = f".{name}{bad.at}"
                     raise
-        if len(kwargs) < len(required):
-            missing = next(name for name in required if name not in kwargs)
-            raise _Bad(f".{missing}", "a value", _Missing())
+        for name in required:
+            if name not in kwargs:
+                raise _Bad(f".{name}", "a value", _Missing())
         return tp(**kwargs)
     return decode
 
