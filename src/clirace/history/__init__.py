@@ -40,7 +40,8 @@ OUTPUT_CAP = 64 * 1024  # bytes of each stream kept; stdout_bytes/stderr_bytes c
 # A history larger than this is not judged (docs/safety.md: a level-3 run at the defaults writes about 1 MB, a 10,000-round
 # history joined from shards about 290 MB). It is read as a stream (_stream.py): judging holds its records, never its
 # text and parsed tree at once (290 MB: 736 MB at the peak, report included, against 1,248 MB before; bighistory.py).
-MAX_BYTES = 1024 * 1024 * 1024
+# The cap keeps the judge of the largest accepted history near 1 GB of memory (about 2.5x its size).
+MAX_BYTES = 384 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
