@@ -76,3 +76,31 @@ def test_a_flock_is_the_leftovers_when_the_pid_proc_locks_names_lives_without_th
         if child is not None:
             child.kill()
             child.wait()
+
+
+@pytest.mark.timeout(30)
+def test_a_process_a_tracer_stopped_at_a_lock_calls_entry_is_not_blocked_on_the_lock(tmp_path):
+    """strace stops a traced process at each lock call's entry, a LOCK_NB try included: /proc/PID/syscall then shows
+    flock although nothing holds the lock, and the state is "t". That is no evidence of a lock wait (it made the
+    polling level-3 contender read as "blocked in flock" now and then)."""
+    import shutil
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    path = tmp_path / "lock"
+    path.touch()
+    tries = "import fcntl, sys\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    traced = subprocess.Popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=flock",
+                               "-e", "inject=flock:delay_enter=20000000", sys.executable, "-c", tries, str(path)])
+    try:
+        deadline, pid = time.monotonic() + 20, None
+        while pid is None:  # readiness: the traced python is stopped at its flock's entry
+            assert time.monotonic() < deadline and traced.poll() is None, "the traced process never reached flock"
+            children = [int(p) for p in Path(f"/proc/{traced.pid}/task/{traced.pid}/children").read_text().split()]
+            pid = next((c for c in children if procfs.blocked_in(c)[0] == "flock"), None)
+            time.sleep(0.01)
+        assert procfs.stat_fields(pid)[0] == "t"
+        assert procfs.waits_for_lock(pid) == ""
+    finally:
+        traced.kill()
+        traced.wait()
+

@@ -152,11 +152,23 @@ def blocked_in(pid: int) -> tuple[str, int | None]:
 def waits_for_lock(pid: int) -> str:
     """How `pid` is seen waiting for a kernel lock ("flock", "fcntl", or the kernel function it sleeps in), else
     "". Where /proc hides both the call and wchan, "" too: no evidence, not a no."""
+    # A process a tracer stopped at a lock call's entry (state "t": strace, even for a LOCK_NB try that would not
+    # block) shows that call in /proc/PID/syscall too, and one may wake, be stopped there and sleep again between
+    # two reads: the call counts only when the process sleeps (S, D) before and after, in the same call both times.
+    before = _state(pid)
     call, _fd = blocked_in(pid)
-    if call in LOCK_CALLS:
+    if call in LOCK_CALLS and before in _ASLEEP and _state(pid) in _ASLEEP and blocked_in(pid)[0] == call:
         return call
     where = wchan(pid)
     return where if where.startswith(LOCK_WCHANS) else ""
+
+
+_ASLEEP = ("S", "D")
+
+
+def _state(pid: int) -> str:
+    fields = stat_fields(pid)
+    return fields[0] if fields else ""
 
 
 def fd_target(pid: int, fd: int) -> str:
