@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from typing import TypedDict
 
 from clirace.checks import timing
@@ -28,6 +29,18 @@ SIGNAL_WAIT = 5.0  # how long a holder may take to exit after SIGINT/SIGTERM
 RETRIES = 3  # "within a few tries" of obeying the hint
 DEFAULT_RETRY_MS = 1000  # used when the hint cannot be read (that is a finding of its own)
 MAX_RETRY_MS = 5000  # the longest clirace waits between retries, whatever the hint says
+
+
+def twice(attempt: Callable[[int], bool]) -> None:
+    """A finding the clock decided is re-run once before it is reported: `attempt(round)` runs one trial (round 0,
+    then 1) and says whether the clock decided it; only then is it run a second time. The three lock experiments
+    whose outcome a clock can decide (a contender past its window, a wait outside its bounds, a signalled holder
+    still running) go through here, each saying what "the clock decided" means for it."""
+    for round_ in range(2):
+        if not attempt(round_):
+            return
+
+
 # How an agent would read the hint it obeys; whether the error is a valid LOCK_HELD is the checks' business.
 _HINT = re.compile(r'"retry_after_ms"\s*:\s*(\d+)')
 SIGNALS = {Way.SIGINT: signal.SIGINT, Way.SIGTERM: signal.SIGTERM, Way.SIGKILL: signal.SIGKILL}
@@ -143,15 +156,16 @@ def conflict(ctx: Context) -> None:
     # retrying the lock (_while_retrying); only then does the holder let go.
     alone = ctx.alone_seconds("contender")
     window, follow = timing.window(lock.prompt, alone), timing.follow(lock.prompt)
-    for round_ in range(2):  # a second time when the clock decided the first: a timing finding is seen twice
+
+    def attempt(round_: int) -> bool:  # decided by the clock: the contender outlived its time to answer
         ctx.say("lock: contender while the lock is held" + (" (again: it outlived its time to answer)" if round_ else ""))
         outlived = False
         with ctx.box(LockConflict, "contender while the lock is held", round_) as box:
             box.fields.update(hold=lock.hold.how, prompt=lock.prompt, alone=alone, window=round(window, 3),
                               follow=follow)
             outlived = _contend(box, window, follow)
-        if not outlived or ctx.trials[-1].error:
-            return
+        return outlived and not ctx.trials[-1].error
+    twice(attempt)
 
 
 def _contend(box: Box, window: float, follow: float) -> bool:
@@ -284,7 +298,8 @@ def wait(ctx: Context) -> None:
     margin = max(1.0, lock.wait * 0.5)
     timeouts = _Timeouts(timeout_ms=wait_ms, timeout_s=f"{lock.wait:g}")
     prefix = lock.wait_option or ()
-    for round_ in range(2):  # a second time when the first ended outside its bounds: a timing finding is seen twice
+
+    def attempt(round_: int) -> bool:  # decided by the clock: the contender ended outside its bounds
         ctx.say(f"lock: contender asked to wait {wait_ms} ms" + (" (again: it ended outside its bounds)" if round_ else ""))
         with ctx.box(LockWait, f"contender with a {wait_ms} ms lock wait", round_) as box:
             env = {name: box.path(value, **timeouts) for name, value in lock.wait_env}  # the option, as variables
@@ -318,10 +333,10 @@ def wait(ctx: Context) -> None:
         done = ctx.trials[-1]
         ran_alone, contended = done.invocation("alone"), done.invocation("contender")
         if done.error or ran_alone is None or contended is None:
-            return  # judged undecided as it is: repeating it would not tell the clock from the tool
+            return False  # judged undecided as it is: repeating it would not tell the clock from the tool
         low, high = timing.wait_bounds(wait_ms, int(margin * 1000), ran_alone.duration)
-        if not contended.timed_out and low <= contended.duration * 1000 <= high:
-            return
+        return contended.timed_out or not low <= contended.duration * 1000 <= high
+    twice(attempt)
 
 
 def release(ctx: Context) -> None:
@@ -353,7 +368,10 @@ def release(ctx: Context) -> None:
                         "lock.hold.park.invalid_content.")
             continue
         wait = timing.signal_wait(SIGNAL_WAIT, finish)
-        for round_ in range(2):  # a signalled holder still running at the end of the wait: seen twice
+
+        def attempt(round_: int, way: Way = way, wait: float = wait) -> bool:
+            """Decided by the clock: a signalled holder still running at the end of the wait."""
+            nonlocal finish
             ctx.say(f"lock: release after {way}" + (" (again: the holder outlived the wait)" if round_ else ""))
             with ctx.box(LockRelease, way.value, round_) as box:
                 box.fields.update(way=way, hold=lock.hold.how, signal_wait=round(wait, 3))
@@ -362,8 +380,8 @@ def release(ctx: Context) -> None:
             holder_inv = done.invocation("holder")
             if way is Way.NORMAL and holder_inv is not None and (let_go := done.event(EventKind.RELEASED, "holder")):
                 finish = max(0.0, holder_inv.ended - let_go.at)
-            if way not in SIGNALS or done.error or holder_inv is None or not holder_inv.timed_out:
-                break
+            return way in SIGNALS and not done.error and holder_inv is not None and holder_inv.timed_out
+        twice(attempt)
 
 
 def _release(box: Box, way: Way, wait: float) -> None:
