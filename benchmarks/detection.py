@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How well clirace catches the tightest race, against the naive way, and how together its starts really are.
 
-    /tmp/venv/bin/python benchmarks/detection.py [--quick] [--runs N] [--skew-reps N] [--targets fixture,own] [--load]
+    /tmp/venv/bin/python benchmarks/detection.py [--quick] [--runs N] [--skew-reps N] [--skew-widths 8,64,...] [--targets fixture,own] [--load]
 
 1. Detection rate: independent `clirace check SPEC --only counter --format json` runs on a lock-free counter
    whose read-modify-write is microseconds wide, with amplification (default) and with --no-strace; a run
@@ -207,8 +207,8 @@ def read_skew_ms(paths) -> float:
     return (max(stamps) - min(stamps)) / 1e6
 
 
-def skew_launcher(base: list[str], tmp: Path) -> float:
-    paths = fresh([tmp / f"l{i}" for i in range(PARALLEL)])
+def skew_launcher(base: list[str], tmp: Path, width: int = PARALLEL) -> float:
+    paths = fresh([tmp / f"l{i}" for i in range(width)])
     launcher = Launcher(dict(os.environ), str(tmp), {}, 10.0)
     invs = launcher.run_together([(f"t{i}", [*base, str(p)], None) for i, p in enumerate(paths)])
     bad = [i for i in invs if i.exit_code != 0]
@@ -217,22 +217,22 @@ def skew_launcher(base: list[str], tmp: Path) -> float:
     return read_skew_ms(paths)
 
 
-def skew_popen(base: list[str], tmp: Path) -> float:
-    paths = fresh([tmp / f"p{i}" for i in range(PARALLEL)])
+def skew_popen(base: list[str], tmp: Path, width: int = PARALLEL) -> float:
+    paths = fresh([tmp / f"p{i}" for i in range(width)])
     procs = [subprocess.Popen([*base, str(p)]) for p in paths]
     for proc in procs:
         proc.wait()
     return read_skew_ms(paths)
 
 
-def skew_shell(base: list[str], tmp: Path) -> float:
-    paths = fresh([tmp / f"s{i}" for i in range(PARALLEL)])
+def skew_shell(base: list[str], tmp: Path, width: int = PARALLEL) -> float:
+    paths = fresh([tmp / f"s{i}" for i in range(width)])
     script = f'for p in "$@"; do {shlex.join(base)} "$p" & done; wait'
     subprocess.run(["sh", "-c", script, "sh", *map(str, paths)], check=True)
     return read_skew_ms(paths)
 
 
-def skew(reps: int) -> str:
+def skew(reps: int, widths: tuple[int, ...] = (PARALLEL,)) -> str:
     rows = []
     with tempfile.TemporaryDirectory(prefix="clirace-bench-skew-") as tmpdir:
         tmp = Path(tmpdir)
@@ -245,20 +245,22 @@ def skew(reps: int) -> str:
         targets.append(("python -S -c (time.time_ns)", [sys.executable, "-S", "-c", PY_STAMP]))
         methods = [("clirace Launcher.run_together", skew_launcher), ("subprocess.Popen loop, then wait", skew_popen),
                    ("sh: `prog & ` loop, wait", skew_shell)]
-        for name, base in targets:
-            for method, fn in methods:
-                for warm in range(2):
-                    fn(base, tmp)
-                values = [fn(base, tmp) for _ in range(reps)]
-                rows.append([name, method, reps, f"{median(values):.3f}", f"{percentile(values, 90):.3f}",
-                             f"{max(values):.3f}"])
-                print(f"  skew {name} / {method}: median {median(values):.3f} ms", file=sys.stderr, flush=True)
-    note = ("Method: 8 invocations per repetition; each target writes CLOCK_REALTIME ns to its own file as its "
+        for width in widths:
+            for name, base in targets:
+                for method, fn in methods:
+                    for warm in range(2):
+                        fn(base, tmp, width)
+                    values = [fn(base, tmp, width) for _ in range(reps)]
+                    rows.append([width, name, method, reps, f"{median(values):.3f}", f"{percentile(values, 90):.3f}",
+                                 f"{max(values):.3f}"])
+                    print(f"  skew {width} x {name} / {method}: median {median(values):.3f} ms", file=sys.stderr,
+                          flush=True)
+    note = ("Method: WIDTH invocations per repetition; each target writes CLOCK_REALTIME ns to its own file as its "
             "first action; skew = latest minus earliest; 2 warm-up repetitions not counted.")
     if not c_target:
         note += f" NOTE: {c_note}, so only the Python target was measured."
-    return table(f"Start skew of {PARALLEL} parallel invocations, measured inside the target (ms)",
-                 ["target", "launched by", "reps", "median ms", "p90 ms", "max ms"], rows, note)
+    return table("Start skew of WIDTH parallel invocations, measured inside the target (ms)",
+                 ["width", "target", "launched by", "reps", "median ms", "p90 ms", "max ms"], rows, note)
 
 
 def main(argv=None) -> int:
@@ -267,6 +269,8 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, help="clirace runs per target and mode (default 20)")
     parser.add_argument("--naive-reps", type=int, help="naive-loop repetitions (default 20)")
     parser.add_argument("--skew-reps", type=int, help="start-skew repetitions (default 50)")
+    parser.add_argument("--skew-widths", default=str(PARALLEL),
+                        help=f"comma list of parallel widths for the skew section (default {PARALLEL}; e.g. 8,64,128,256)")
     parser.add_argument("--targets", default="fixture,own", help="comma list of: fixture, own (default both)")
     parser.add_argument("--skip", default="", help="comma list of sections to skip: detection, asis, naive, skew, "
                         "reach (--quick skips asis)")
@@ -291,7 +295,7 @@ def main(argv=None) -> int:
     if "naive" not in skip:
         print(naive(targets, naive_reps), flush=True)
     if "skew" not in skip:
-        print(skew(skew_reps), flush=True)
+        print(skew(skew_reps, tuple(int(w) for w in args.skew_widths.split(","))), flush=True)
     if "reach" not in skip:
         from reach import reach
         reach(["kubectl", "node", "go-kube", "go-counter", "node-keys"], runs, args.load)
