@@ -248,7 +248,7 @@ def skew(reps: int, widths: tuple[int, ...] = (PARALLEL,)) -> str:
         for width in widths:
             for name, base in targets:
                 for method, fn in methods:
-                    for warm in range(2):
+                    for _warm in range(2):
                         fn(base, tmp, width)
                     values = [fn(base, tmp, width) for _ in range(reps)]
                     rows.append([width, name, method, reps, f"{median(values):.3f}", f"{percentile(values, 90):.3f}",
