@@ -41,7 +41,9 @@ def one_run(spec: Path) -> tuple[str, float]:
         return f"error (exit {proc.returncode})", wall
     if "error" in data:  # a spec clirace could not check: its error object instead of a result
         return f"error (exit {proc.returncode}: {data['error'].get('kind', '?')})", wall
-    others = sorted(f"{c['id']}={c['status']}" for c in data["criteria"] if c["status"] != "pass")
+    # An experiment that ran and could not decide is `not_tested` with `indeterminate` in the JSON: say undecided.
+    others = sorted(f"{c['id']}={'undecided' if c.get('indeterminate') else c['status']}"
+                    for c in data["criteria"] if c["status"] != "pass")
     flag = " corruption" if data["corruption"] else ""
     return f"{data['score']}{flag} [{', '.join(others) or 'all pass'}]", wall
 
