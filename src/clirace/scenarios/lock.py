@@ -126,10 +126,14 @@ class Waiting:
             return
         if not watched.blocked and (how := self.hold.waiting_at_state(self.running.pid)):
             watched = dataclasses.replace(watched, blocked=how)
-        served = self.box.served
-        if not watched.blocked and served and served.postgres and (waits := served.postgres.lock_waits()):
-            watched = dataclasses.replace(watched, blocked=f"the server shows {waits[0]}")
+        if not watched.blocked and (how := _server_lock_wait(self.box)):
+            watched = dataclasses.replace(watched, blocked=how)
         self.watched = watched
+
+    @property
+    def proof(self) -> str:
+        """What any look showed of the contender blocked on the held lock, "" when none did."""
+        return self.watched.blocked if self.watched is not None else ""
 
     def traced(self, ops: tuple[FileOp, ...]) -> None:
         """Once it has ended: what its trace of lock calls shows, when nothing seen of it as it waited did."""
@@ -192,7 +196,7 @@ def _contend(box: Box, window: float, follow: float) -> bool:
                 seen = _watch(box, running, hold, follow, stdin, waiting)
                 if seen == "running":
                     watched = _blocked(box, usage)  # idle, or working: whether it waits or is just slow
-                    if not watched.blocked and (proof := _proof(waiting)):  # seen blocked before the follow's end
+                    if not watched.blocked and (proof := waiting.proof):  # seen blocked before the follow's end
                         watched = dataclasses.replace(watched, blocked=proof)
                     box.fields["watched"] = watched
                     if watched.blocked and not hold.waiting_at_state(running.pid):
@@ -222,10 +226,15 @@ def _contend(box: Box, window: float, follow: float) -> bool:
 def _blocked(box: Box, usage: timing.Usage) -> Watched:
     """The contender since `usage` began: with what shows it blocked on the held lock, where anything does."""
     watched = usage.read()
-    waits = box.served.postgres.lock_waits() if box.served and box.served.postgres else []
-    if waits and not watched.blocked:  # a contender waiting on the server's row or advisory lock
-        watched = dataclasses.replace(watched, blocked=f"the server shows {waits[0]}")
+    if not watched.blocked and (how := _server_lock_wait(box)):
+        watched = dataclasses.replace(watched, blocked=how)
     return watched
+
+
+def _server_lock_wait(box: Box) -> str:
+    """A contender waiting on the server's row or advisory lock, as PostgreSQL shows it; "" when it shows none."""
+    waits = box.served.postgres.lock_waits() if box.served and box.served.postgres else []
+    return f"the server shows {waits[0]}" if waits else ""
 
 
 def _while_retrying(box: Box, running: Running, hold: Holder, stdin: Stdin, period: float) -> str:
@@ -239,15 +248,10 @@ def _while_retrying(box: Box, running: Running, hold: Holder, stdin: Stdin, peri
     while seen == "running" and (left := cap - time.monotonic()) > 0:
         waiting = Waiting(box, running, hold)  # looked at every 50 ms: one look showing it blocked is enough
         seen = _watch(box, running, hold, min(period, left), stdin, waiting)
-        if seen == "running" and not _proof(waiting):
+        if seen == "running" and not waiting.proof:
             break  # idle or working with nothing to show it waits: no reason to hold the lock any longer
     box.fields["retried"] = round(time.monotonic() - start, 3)
     return seen
-
-
-def _proof(waiting: Waiting) -> str:
-    """What any look of `waiting` showed of the contender blocked on the held lock, "" when none did."""
-    return waiting.watched.blocked if waiting.watched is not None else ""
 
 
 def _let_holder_finish(box: Box, hold: Holder) -> None:
