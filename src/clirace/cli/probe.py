@@ -163,12 +163,8 @@ def observe_once(program: list[str], args: list[str], setup: list[list[str] | st
                 lock = (op.paths[0][len(root):], _kind(op))
                 if lock not in seen.locks:
                     seen.locks.append(lock)
+        # (rclone's shape, its config renamed away as a backup and replaced by a rename onto it, is state there too)
         state = locking.state_files({"probe": ops}, str(box.root), ("io",), ("tmp", "run"))
-        # A file renamed away as a backup, then replaced by a rename onto it (rclone: rclone.conf -> .old, temp ->
-        # rclone.conf), is the state all the same: the last rename put it there, and it is there at the end.
-        state |= {op.paths[1][len(root):] for op in ops if op.ok and op.call in locking.RENAMES and len(op.paths) >= 2
-                  and op.paths[1].startswith(root) and not op.paths[1][len(root):].startswith(("tmp/", "run/", "io/"))
-                  and (box.root / op.paths[1][len(root):]).is_file()}
         seen.state = sorted(state)
         seen.formats = {rel: _format(box.root / rel) for rel in seen.state}
         seen.queries = {rel: _sqlite_query(box.root / rel) for rel, fmt in seen.formats.items() if fmt == "sqlite"}
