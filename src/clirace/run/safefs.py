@@ -24,6 +24,7 @@ import secrets
 import select
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -328,6 +329,8 @@ _write_all = write_all
 
 _held: dict[str, int] = {}  # a directory clirace made (its path when made) -> an fd clirace keeps open on it
 _holding = threading.Lock()
+REMOVE_ATTEMPTS = 4  # clearings of a tree that something still wrote in as it was removed (`remove`)
+_NOT_EMPTY = f": {os.strerror(errno.ENOTEMPTY)}"
 MAX_DEPTH = 200  # directories nested in each other that `remove` descends (one fd each); a target's deeper tree stays
 
 
@@ -436,9 +439,16 @@ def remove(path: str | Path) -> list[str]:
     failures: list[str] = []
     try:
         shown = where_now(fd) or key  # a folder the target moved is named where it is
-        _clear(fd, shown, failures, 0)
-        if not failures:
-            _remove_entry(fd, shown, failures)
+        for attempt in range(REMOVE_ATTEMPTS):
+            failures = []
+            _clear(fd, shown, failures, 0)
+            if not failures:
+                _remove_entry(fd, shown, failures)
+            # "Directory not empty" alone: something made a file in the tree after it was listed (a process
+            # SIGKILLed in the middle of a syscall that creates one ends that syscall first). Cleared again.
+            if not failures or not all(failure.endswith(_NOT_EMPTY) for failure in failures):
+                break
+            time.sleep(0.01 * (attempt + 1))
     finally:
         os.close(fd)
     return failures
