@@ -4,10 +4,11 @@ Every problem is a `SpecError` naming file:line:column, the offending value, wha
 misspelt keys and placeholders, the nearest valid name (messages: spec/messages.py). A spec whose paths point
 at real files (the real home, /tmp, any literal absolute path) is refused unless the caller allows it.
 
-The folder spec/: Stage 1, spec: reading a YAML spec (with file:line:column positions), its messages, placeholders,
-patterns, config formats and the starter spec.
+The folder spec/: Stage 1, spec: reading a YAML spec (with file:line:column positions, and those of the sections
+findings point at, recorded in the history: places.py), its messages, placeholders, patterns, config formats and
+the starter spec.
 
-May import: clirace.errors, clirace.history (the vocabulary).
+May import: clirace.errors, clirace.history (the vocabulary, SpecPlace).
 """
 from __future__ import annotations
 
