@@ -6,7 +6,7 @@ import jsonschema
 
 from clirace.checks.registry import EXPERIMENTS
 from clirace.cli.pipeline import judge
-from clirace.history import History
+from clirace.history import History, SpecPlace
 from clirace.report import to_github, to_junit, to_markdown, to_sarif
 from clirace.report._locate import Locator, display_path
 from clirace.report.github import escape_data, escape_property
@@ -115,3 +115,8 @@ def test_recorded_positions_survive_the_history_file_and_one_without_them_annota
     sarif = json.loads(to_sarif(old))["runs"][0]["results"]
     assert {r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in sarif} == {1}
     assert "CR202" in to_markdown(old)
+    edited = History.load(saved)
+    edited.spec_places = {"lock.contender": SpecPlace(0, -3)}  # by hand: no line 0 reaches a report
+    data = json.loads(to_sarif(judge(edited)))
+    jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(data)
+    assert {r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in data["runs"][0]["results"]} == {1}

@@ -43,7 +43,9 @@ class Locator:
         of its code or its check's experiment, else tool.command."""
         code, trial = (finding.code, finding.evidence.trial) if finding is not None else ("", "")
         found = self.places.get(self._section(check, code, trial))
-        return Place(self.path, found.line, found.column) if found is not None else Place(self.path)
+        if found is None or found.line < 1 or found.column < 1:  # (a hand-edited history: SARIF counts from 1)
+            return Place(self.path)
+        return Place(self.path, found.line, found.column)
 
     def _workload(self, trial: str) -> str:
         """The key of the workload a finding's trial names ("counter: counter#1 (round 2)", or the workload's own
