@@ -102,7 +102,13 @@ def test_a_signal_at_a_progress_step_exits_with_its_status_and_the_partial_resul
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     result = assert_stopped_cleanly(proc, sig, stdout, stderr.decode(errors="replace"), no_leftovers)
-    assert result["interrupted"], result
+    if not result["interrupted"]:
+        # A loaded machine read the last step's line late, once the check itself was over (the signal then lands
+        # while the result is judged or written): the result is the whole one, as in the test below. Nothing
+        # may then say that the run stopped or that a planned experiment never finished.
+        assert not json.loads(history.read_text())["stopped"], "a stopped run's result says it was not interrupted"
+        assert "never finished" not in json.dumps(result), result
+        return
     status = {c["id"]: c["status"] for c in result["criteria"]}
     # The signal comes once the step's line is read; a loaded machine may read it late, when the step is over and
     # the next one's line printed: only then may the step's criterion be decided.
