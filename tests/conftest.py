@@ -27,6 +27,27 @@ def pytest_configure(config):
         pass
 
 
+# Modules whose tests share one expensive module- or session-scoped fixture (a live check, a Go/Rust/C build, the
+# CLI on every bad spec): under pytest-xdist (`--dist loadgroup`, pyproject.toml) each runs in one worker, so that
+# fixture runs once, not once per worker; every other test goes to whichever worker is free.
+SHARED_FIXTURE_MODULES = {"test_fuzz_spec", "test_result_schema", "test_bad_specs", "test_cli", "test_fuzz_history",
+                          "test_hostile_reports", "test_replay_only", "test_reach", "test_runtimes"}
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most 4. Each e2e test already runs a tool 8 at a time beside clirace
+    and strace; more workers than cores only slow each check, whose verdicts are judged against the tool's own
+    times on the same machine."""
+    import os
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.stem in SHARED_FIXTURE_MODULES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
 def run_clirace(*args, timeout: float = 120, env=None, cwd=None) -> subprocess.CompletedProcess:
     """Run the real CLI as a user would; never in-process, so exit codes and streams are the real ones."""
     return subprocess.run([sys.executable, "-m", "clirace", *map(str, args)], capture_output=True, text=True,
