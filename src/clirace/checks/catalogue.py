@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import string
 from functools import cache, lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,13 @@ def load_yaml(path: Path) -> Any:
 
 
 def rubric_dir() -> Path:
-    shipped = resources.files("clirace").joinpath("_rubric")
+    # Beside the package's own files, as importlib.resources.files("clirace") would say for an installed copy
+    # (a directory: the wheel is unpacked), without importing importlib's resource readers at every start.
+    here = Path(__file__).resolve().parents[1]
+    shipped = here / "_rubric"
     if shipped.is_dir():
-        return Path(str(shipped))
-    return Path(__file__).resolve().parents[3] / "rubric"  # a source checkout or editable install
+        return shipped
+    return here.parents[1] / "rubric"  # a source checkout or editable install
 
 
 @cache
