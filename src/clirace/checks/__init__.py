@@ -15,5 +15,7 @@ def __getattr__(name: str) -> object:
     # REGISTRY (check id -> its check function) imports every check module: built on first use only.
     if name == "REGISTRY":
         from clirace.checks.registry import EXPERIMENTS, check_function
-        return {check_id: check_function(check_id) for check_id in EXPERIMENTS}
+        registry = {check_id: check_function(check_id) for check_id in EXPERIMENTS}
+        globals()["REGISTRY"] = registry  # one table, as the module had before it was lazy
+        return registry
     raise AttributeError(name)
