@@ -25,11 +25,11 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def imported(*args: str) -> set[str]:
+def imported(*args: str, status: int = 0) -> set[str]:
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["code"] == 0, proc.stderr
+    assert result["code"] == status, proc.stderr
     return set(result["modules"])
 
 
@@ -77,6 +77,14 @@ def test_explain_loads_the_catalogue_and_its_prose_only(subject, registry):
     modules = imported("explain", subject)
     assert loaded(modules, {"clirace"}) == sorted(EXPLAINED + ["clirace.checks.registry"] * registry)
     assert loaded(modules, {"rich", "jsonschema", "regex", "jmespath"}) == []
+
+
+def test_explain_of_an_unknown_word_guesses_without_loading_the_spec_package():
+    """Its "did you mean" (errors.did_you_mean) is difflib's: the spec's loader, jsonschema and the history
+    records are not needed to say that a word is no code, criterion or check (exit 2)."""
+    modules = imported("explain", "lock-exclude", status=2)
+    assert loaded(modules, {"clirace"}) == sorted(EXPLAINED + ["clirace.checks.registry"])
+    assert loaded(modules, {"jsonschema", "regex", "jmespath"}) == []
 
 
 def test_checks_lists_the_registry_without_loading_a_check():
