@@ -63,6 +63,7 @@ def test_validate_reads_the_catalogue_without_loading_a_check_or_the_scorer():
     modules = imported("validate", str(ROOT / "fixtures" / "level3" / "clirace.yaml"), "--no-tool")
     assert loaded(modules, {"clirace.checks", "clirace.verdict"}) == ["clirace.checks", "clirace.checks.catalogue"]
     assert loaded(modules, {"clirace.run"}) == ["clirace.run", "clirace.run.locking", "clirace.run.observe"]
+    assert loaded(modules, {"jmespath"}) == []  # only a spec with config.query needs it
 
 
 EXPLAINED = ["clirace", "clirace.checks", "clirace.checks.catalogue", "clirace.cli", "clirace.cli._checking",
