@@ -11,6 +11,8 @@ The modules that raise them re-export the few that tests import from there.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 EXIT_OK = 0
 EXIT_BELOW_MIN_SCORE = 1
 EXIT_USAGE = 2  # bad spec, bad option, missing target binary
@@ -19,6 +21,15 @@ EXIT_NOT_REMOVED = 4  # the check ran, but what it made could not all be removed
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141  # stdout's reader closed it early (`clirace judge h.json | head -1`); 128 + SIGPIPE, as a shell says
 EXIT_TERMINATED = 143
+
+
+def did_you_mean(word: object, options: Iterable[object], template: str = "'{}'") -> str | None:
+    """The closest of `options` to a word the user gave, formatted with template, for the hint of an error; here,
+    at the bottom, so that an error of the command line or the plugin does not load the spec package for it."""
+    import difflib
+
+    guess = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
+    return template.format(guess[0]) if guess else None
 
 
 class CliraceError(Exception):

@@ -279,7 +279,7 @@ class UnknownCriterion(LookupError):
     """`outcome.criterion(id)` with an id that is no criterion of the rubric."""
 
     def __init__(self, given: str, ids: list[str]) -> None:
-        from clirace.spec.messages import did_you_mean
+        from clirace.errors import did_you_mean
         guess = did_you_mean(given, ids)
         super().__init__(f"{given!r} is not a clirace criterion" + (f"; did you mean {guess}?" if guess else ".")
                          + f" Criteria: {', '.join(ids)}.")

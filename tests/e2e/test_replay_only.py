@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from clirace.checks.registry import EXPERIMENTS, REGISTRY
+from clirace.checks import REGISTRY
+from clirace.checks.registry import EXPERIMENTS
 from clirace.history import History
 from clirace.run import observe
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from clirace.checks.registry import EXPERIMENTS, SCENARIO_OF, resolve
+from clirace.checks.registry import EXPERIMENTS, MODULE_OF, SCENARIO_OF, check_function, resolve
+from clirace.errors import InternalError
 from clirace.history import NotRun
 from clirace.history.vocab import Way
 from clirace.scenarios import SCENARIOS
@@ -130,6 +131,31 @@ def test_every_experiment_is_named_once_and_matches_the_rubric_and_the_scenarios
 def test_every_code_of_every_experiment_has_an_example():
     codes = {code for e in EXPERIMENTS.values() for code in e.codes}
     assert codes == set(EXAMPLES) == set(rules())
+
+
+def test_the_table_names_each_check_module_under_its_own_id():
+    """Every module of checks/ with a `check` function and an ID is in MODULE_OF under that ID (the registry
+    imports it only to judge, so a module missing from the table would never judge)."""
+    import ast
+    from pathlib import Path
+
+    import clirace.checks
+
+    found = {}
+    for path in Path(clirace.checks.__path__[0]).glob("*.py"):
+        body = ast.parse(path.read_text()).body
+        ids = [node.value.value for node in body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+               and [getattr(t, "id", None) for t in node.targets] == ["ID"]]
+        if ids and any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in body):
+            found[ids[0]] = path.stem
+    assert found == MODULE_OF
+    assert all(check_function(check_id).__module__ == f"clirace.checks.{MODULE_OF[check_id]}" for check_id in MODULE_OF)
+
+
+def test_a_table_entry_naming_another_checks_module_is_refused(monkeypatch):
+    monkeypatch.setitem(MODULE_OF, "counter", "keys")
+    with pytest.raises(InternalError, match="'counter' names clirace.checks.keys, whose ID is 'keys'"):
+        EXPERIMENTS["counter"].judge(EXAMPLES["CR101"]())
 
 
 @pytest.mark.parametrize("check_id,code", [(e.check, c) for e in EXPERIMENTS.values() for c in e.codes])

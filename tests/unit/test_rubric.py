@@ -36,6 +36,16 @@ def test_every_check_in_the_rubric_exists_and_every_check_is_used():
     assert set(ALL_CHECKS) == set(REGISTRY)
 
 
+@pytest.mark.parametrize("name", ["rules.yaml", "s15.yaml", "explain.yaml"])
+def test_the_rubric_reads_the_same_with_libyaml_as_with_pure_python(name):
+    """catalogue.load_yaml takes libyaml's loader where PyYAML has it (start-up): the data must not change."""
+    import yaml
+
+    from clirace.checks.catalogue import load_yaml, rubric_dir
+    path = rubric_dir() / name
+    assert load_yaml(path) == yaml.load(path.read_text(), Loader=yaml.SafeLoader)
+
+
 def test_combine_rules():
     assert combine(["pass", "not_applicable"]) == "pass"
     assert combine(["not_applicable"]) == "not_tested"

@@ -1,4 +1,4 @@
-"""Start-up: what `clirace --help` and `clirace validate` import (docs/benchmarks.md, Start-up). A time would
+"""Start-up: what `clirace --help`, `validate` and `explain` import (docs/benchmarks.md, Start-up). A time would
 depend on the machine's load; the modules a command loads do not, and they are what its start-up costs."""
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,11 +25,11 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def imported(*args: str) -> set[str]:
+def imported(*args: str, status: int = 0) -> set[str]:
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["code"] == 0, proc.stderr
+    assert result["code"] == status, proc.stderr
     return set(result["modules"])
 
 
@@ -55,3 +57,61 @@ def test_importing_the_package_loads_nothing_else_and_still_has_its_version():
 def test_validate_of_a_spec_without_servers_loads_no_report():
     modules = imported("validate", str(ROOT / "fixtures" / "level3" / "clirace.yaml"), "--no-tool")
     assert loaded(modules, {"rich", "clirace.report", "clirace.scenarios"}) == []
+
+
+def test_validate_reads_the_catalogue_without_loading_a_check_or_the_scorer():
+    modules = imported("validate", str(ROOT / "fixtures" / "level3" / "clirace.yaml"), "--no-tool")
+    assert loaded(modules, {"clirace.checks", "clirace.verdict"}) == ["clirace.checks", "clirace.checks.catalogue"]
+    assert loaded(modules, {"clirace.run"}) == ["clirace.run", "clirace.run.locking", "clirace.run.observe"]
+    assert loaded(modules, {"jmespath"}) == []  # only a spec with config.query needs it
+
+
+EXPLAINED = ["clirace", "clirace.checks", "clirace.checks.catalogue", "clirace.cli", "clirace.cli._checking",
+             "clirace.cli._outputs", "clirace.errors", "clirace.report", "clirace.report.explain"]
+
+
+@pytest.mark.parametrize("subject,registry", [("CR202", False), ("lock-error-unstructured", False),
+                                              ("lock-excludes", True), ("counter", True)])
+def test_explain_loads_the_catalogue_and_its_prose_only(subject, registry):
+    """A code (or its name) needs rules.yaml and explain.yaml; a criterion or a check also the registry's table:
+    never a check, the spec, the history, the scorer, rich or the other reports."""
+    modules = imported("explain", subject)
+    assert loaded(modules, {"clirace"}) == sorted(EXPLAINED + ["clirace.checks.registry"] * registry)
+    assert loaded(modules, {"rich", "jsonschema", "regex", "jmespath"}) == []
+
+
+def test_explain_of_an_unknown_word_guesses_without_loading_the_spec_package():
+    """Its "did you mean" (errors.did_you_mean) is difflib's: the spec's loader, jsonschema and the history
+    records are not needed to say that a word is no code, criterion or check (exit 2)."""
+    modules = imported("explain", "lock-exclude", status=2)
+    assert loaded(modules, {"clirace"}) == sorted(EXPLAINED + ["clirace.checks.registry"])
+    assert loaded(modules, {"jsonschema", "regex", "jmespath"}) == []
+
+
+def test_checks_lists_the_registry_without_loading_a_check():
+    modules = imported("checks")
+    assert loaded(modules, {"clirace.checks"}) == ["clirace.checks", "clirace.checks.catalogue",
+                                                   "clirace.checks.registry"]
+    assert loaded(modules, {"rich", "jsonschema", "clirace.history", "clirace.spec", "clirace.run"}) == []
+
+
+# Through the installed entry (`python -m clirace`, the path the console script takes to the same main) and
+# Python's own record of every import, `-X importtime`: nothing of the pipeline loads before the command asks.
+PIPELINE = {"clirace.run", "clirace.scenarios", "clirace.verdict", "clirace.report", "rich"}
+
+
+@pytest.mark.parametrize("args,allowed", [
+    (["--help"], set()),
+    (["explain", "lock-excludes"], {"clirace.report"}),
+    (["validate", "fixtures/level3/clirace.yaml", "--no-tool"], {"clirace.run"}),
+])
+def test_the_entry_point_imports_no_check_nor_the_pipeline(args, allowed):
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "clirace", *args], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "clirace.cli" in modules  # the record is read: the entry did import the command line
+    checks = set(loaded(modules, {"clirace.checks"})) - {"clirace.checks", "clirace.checks.catalogue",
+                                                          "clirace.checks.registry"}
+    assert sorted(checks) == []
+    assert loaded(modules, PIPELINE - allowed) == []

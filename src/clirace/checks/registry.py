@@ -6,15 +6,37 @@ walk it. Scenarios do not know the checks, and checks do not know the scenarios:
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from clirace.checks import REGISTRY
-from clirace.checks._plan import gaps, held_to_plan
 from clirace.checks.catalogue import load_section, rules
-from clirace.checks.findings import UNKNOWN, Verdict
-from clirace.history import History
+
+if TYPE_CHECKING:
+    from clirace.checks.findings import Verdict
+    from clirace.history import History
+
+Check = Callable[["History"], "Verdict"]  # every check module's `check`
+
+# check id -> its module in checks/ (whose ID it is), imported when a history is first judged: `clirace explain`,
+# `checks` and `validate` read this table without loading any check (docs/benchmarks.md, Start-up).
+MODULE_OF = {
+    "counter": "counter",
+    "keys": "keys",
+    "claim": "claim",
+    "output": "output",
+    "hazards": "hazards",
+    "server-hazards": "server_hazards",
+    "lock-excludes": "lock_excludes",
+    "lock-error-structured": "lock_structured",
+    "lock-released-on-exit": "lock_release",
+    "lock-wait-timeout": "lock_wait",
+    "session-isolation": "session",
+    "atomic-config-writes": "atomic_config",
+    "s58-advice": "s58",
+}
 
 # check id -> the scenario whose records it judges. Workload checks share the workloads scenario, and the
 # two lock-conflict checks share one experiment.
@@ -47,11 +69,26 @@ MAKES_TRIAL = {"counter": "counter", "keys": "keys", "claim": "claim", "output":
 ALIASES = {"lock-release": "lock-released-on-exit", "atomic-config": "atomic-config-writes"}
 
 
+def check_function(check_id: str) -> Check:
+    """The `check` function of the module that MODULE_OF names for check_id, imported now."""
+    module = importlib.import_module(f"clirace.checks.{MODULE_OF[check_id]}")
+    if module.ID != check_id:  # a table entry naming the wrong module would judge with the wrong check
+        from clirace.errors import InternalError
+        raise InternalError(f"checks/registry.py: {check_id!r} names clirace.checks.{MODULE_OF[check_id]}, whose ID "
+                            f"is {module.ID!r}")
+    judge: Check = module.check
+    return judge
+
+
 @dataclass(frozen=True)
 class Experiment:
     check: str
     scenario: str
-    judge: Callable[[History], Verdict]
+    # None: the check function of MODULE_OF[check], imported on the first judging (tests give their own)
+    given: Check | None = field(default=None, repr=False)
+
+    def judge(self, history: History) -> Verdict:
+        return (self.given or check_function(self.check))(history)
 
     @cached_property
     def criterion(self) -> str:
@@ -63,8 +100,7 @@ class Experiment:
         return tuple(code for code, rule in rules().items() if rule.get("check") == self.check)
 
 
-EXPERIMENTS: dict[str, Experiment] = {check: Experiment(check, SCENARIO_OF[check], judge)
-                                      for check, judge in REGISTRY.items()}
+EXPERIMENTS: dict[str, Experiment] = {check: Experiment(check, SCENARIO_OF[check]) for check in MODULE_OF}
 
 
 def resolve(name: str) -> str | None:
@@ -96,6 +132,9 @@ def scenarios_for(only: tuple[str, ...], never_waits: bool = False) -> set[str]:
 def judge_all(history: History) -> dict[str, Verdict]:
     """Every check's verdict; a check that raises is reported as unknown with the error, never aborting the run,
     and one whose planned records are missing (history.plan) is undecided (checks/_plan.py)."""
+    from clirace.checks._plan import gaps, held_to_plan
+    from clirace.checks.findings import UNKNOWN, Verdict
+
     verdicts = {}
     missing = gaps(history)  # what the plan promised and the history lacks: undecided, never passed
     for check_id, experiment in EXPERIMENTS.items():

@@ -371,10 +371,9 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
             return
         from clirace.checks.catalogue import load_section
         from clirace.checks.registry import EXPERIMENTS
-        from clirace.spec.messages import did_you_mean
         subjects = sorted({*names, *EXPERIMENTS, *(c["id"] for level in load_section("s15")["levels"]
                                                    for c in level.get("criteria", []))})
-        guess = did_you_mean(code, sorted(rules()), "{}") or did_you_mean(given.lower(), subjects, "{}")
+        guess = errors.did_you_mean(code, sorted(rules()), "{}") or errors.did_you_mean(given.lower(), subjects, "{}")
         raise errors.UsageError(f"{given!r} is not a clirace finding code or name, criterion or check"
                                 + (f"; did you mean {guess}?" if guess else "."), hint="`clirace checks` lists them all.")
     print(as_text(code, width=width), end="")

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from clirace.errors import UsageError
+from clirace.errors import UsageError, did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -58,7 +58,6 @@ def _settings(path: Path, table: object) -> Settings:
         raise UsageError(f"{path}: [tool.clirace] is {table!r}; expected a table.")
     for key in table:
         if key not in KEYS:
-            from clirace.spec.messages import did_you_mean
             guess = did_you_mean(key, sorted(KEYS), "{}")
             raise UsageError(f"{path}: [tool.clirace] has the key {key!r}, which clirace does not know"
                              + (f"; did you mean {guess!r}?" if guess else "."), hint=f"Keys: {', '.join(KEYS)}.")

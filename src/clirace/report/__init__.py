@@ -9,21 +9,29 @@ May import: everything below it: errors, history, spec, checks, verdict; never r
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:  # what __getattr__ gives, for type checkers
+    from collections.abc import Callable
 
-from clirace.report._failed import Item, Items
-from clirace.report.github import to_github
-from clirace.report.jsonout import to_json
-from clirace.report.junit import to_junit
-from clirace.report.markdown import to_markdown
-from clirace.report.sarif import to_sarif
-from clirace.report.text import console, render_text
+    from rich.console import Console
+
+    from clirace.report._failed import Item, Items
+    from clirace.report.github import to_github as to_github
+    from clirace.report.jsonout import to_json as to_json
+    from clirace.report.junit import to_junit as to_junit
+    from clirace.report.markdown import to_markdown as to_markdown
+    from clirace.report.sarif import to_sarif as to_sarif
+    from clirace.report.text import render_text as render_text
+
+    RENDERERS: dict[str, Callable[[Items], str]]
 
 
 def to_text(items: Items) -> str:
     """The text report as a file holds it: plain, $COLUMNS wide (default 100), no trailing spaces. A list of
     results gives each in turn."""
+    from clirace.report.text import console
+
     buffer = io.StringIO()
     render_all(items, console(buffer))
     return buffer.getvalue()
@@ -33,6 +41,7 @@ def render_all(items: Items, out: Console, everything: list[Item] | None = None)
     """Each item in turn, after the overall gate line when `everything` (default: the items) is several specs."""
     from rich.text import Text
 
+    from clirace.report.text import render_text
     from clirace.verdict import gate
     items = items if isinstance(items, list) else [items]
     overall = gate.overall(everything if everything is not None else items)
@@ -46,7 +55,23 @@ def render_all(items: Items, out: Console, everything: list[Item] | None = None)
         render_text(item, out)
 
 
-RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "github": to_github, "junit": to_junit,
-             "sarif": to_sarif}
+# Each renderer's module is imported on first use, not with the package: `clirace explain` reads
+# report/explain.py, and neither it nor `--help` should load rich and every format (docs/benchmarks.md, Start-up).
+_LAZY = {"to_github": "github", "to_json": "jsonout", "to_junit": "junit", "to_markdown": "markdown",
+         "to_sarif": "sarif", "render_text": "text"}
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"clirace.report.{_LAZY[name]}"), name)
+    if name == "RENDERERS":
+        renderers = {"text": to_text, **{fmt: __getattr__(f"to_{fmt}") for fmt in ("json", "markdown", "github",
+                                                                                     "junit", "sarif")}}
+        globals()["RENDERERS"] = renderers  # one table, as the module had before it was lazy
+        return renderers
+    raise AttributeError(name)
+
 
 __all__ = ["RENDERERS", "render_all", "render_text", "to_github", "to_json", "to_junit", "to_markdown", "to_sarif", "to_text"]

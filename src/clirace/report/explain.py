@@ -9,9 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
-from clirace.verdict.rubric import rubric_dir, rules
+# (from the catalogue itself, not verdict/rubric.py's re-export: `clirace explain` needs no scorer)
+from clirace.checks.catalogue import load_yaml, rubric_dir, rules
 
 FIELDS = ("means", "matters", "fix", "before", "after")
 
@@ -19,7 +18,7 @@ FIELDS = ("means", "matters", "fix", "before", "after")
 @lru_cache(maxsize=1)
 def explanations() -> dict[str, dict[str, str]]:
     path = rubric_dir() / "explain.yaml"
-    found: dict[str, dict[str, str]] = yaml.safe_load(path.read_text()) if path.exists() else {}
+    found: dict[str, dict[str, str]] = load_yaml(path) if path.exists() else {}
     return found
 
 
@@ -76,8 +75,8 @@ def about(name: str, width: int = 100) -> str | None:
     text, and the checks that decide it with the codes each can emit; None when `name` is neither."""
     import textwrap
 
+    from clirace.checks.catalogue import load_section
     from clirace.checks.registry import EXPERIMENTS, resolve
-    from clirace.verdict.rubric import load_section
 
     section = load_section("s15")
     check = resolve(name)

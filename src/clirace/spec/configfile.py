@@ -13,8 +13,6 @@ import configparser
 import json
 from typing import Any
 
-import jmespath
-import jmespath.exceptions
 import yaml
 
 # raised here; the last three re-exported for the tests that import them from here
@@ -133,6 +131,9 @@ def lookup(data: Parsed, expr: str, fmt: str, *, query: bool = False) -> Parsed:
     `clusters[?name=='cliracek3'].cluster.server | [0]`, for files where the key is a value, not a name.
     """
     if query:
+        import jmespath  # (here, not at the top: only a spec with config.query needs it; validate starts faster)
+        import jmespath.exceptions
+
         try:
             return jmespath.search(expr, data)
         except jmespath.exceptions.JMESPathError:  # a type error on this data (the syntax was checked at load)
@@ -165,6 +166,9 @@ def key_paths(data: Parsed) -> set[tuple[str, ...]]:
 
 def query_problem(expr: str) -> str | None:
     """Why `expr` is not a JMESPath expression (for a SpecError), or None."""
+    import jmespath
+    import jmespath.exceptions
+
     try:
         jmespath.compile(expr)
     except jmespath.exceptions.JMESPathError as exc:

@@ -7,7 +7,6 @@ required key); `schema_error` picks the one that names the user's own words.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clirace.errors import SpecError
+from clirace.errors import did_you_mean as did_you_mean  # re-exported: the spec's messages and loader use it
 from clirace.spec import placeholders
 from clirace.spec._yaml import KeyPath, Located
 from clirace.spec.placeholders import LAYOUT as _LAYOUT
@@ -59,11 +59,6 @@ def show(value: object) -> str:
 
 
 _KINDS: dict[type, str] = {dict: "a mapping", list: "a list"}
-
-
-def did_you_mean(word: object, options: Iterable[object], template: str = "'{}'") -> str | None:
-    guess = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
-    return template.format(guess[0]) if guess else None
 
 
 def schema_error(errors: Iterable[ValidationError], located: Located, schema: Schema) -> SpecError:
