@@ -515,14 +515,19 @@ def _removed_recorded(path: str, identity: str) -> str | None:
         return f"{path}: a symbolic link stood where the run's folder was (removed, not followed)"
     if not stat.S_ISDIR(info.st_mode) or f"{info.st_dev} {info.st_ino}" != identity:
         return f"{path}: not the folder the run made (replaced since); left alone"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a private one is 0300
+    try:  # the folder itself, held by an fd: removed through it, whatever is put at `path` meanwhile
+        held = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with safefs.closing_fd(held):
+            os.chmod(f"/proc/self/fd/{held}", 0o700)  # a private folder (0300) must be listed to be emptied
+            fd = os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}; left alone"
     with safefs.closing_fd(fd):
-        os.chmod(f"/proc/self/fd/{fd}", 0o700)  # a private folder is not listable; chmod of the fd itself
-    shutil.rmtree(path, ignore_errors=True)
-    return None if not os.path.lexists(path) else f"{path}: could not be removed whole"
+        opened = os.fstat(fd)
+        if f"{opened.st_dev} {opened.st_ino}" != identity:
+            return f"{path}: not the folder the run made (replaced since); left alone"
+        failures = _ending.remove_tree(fd, path)
+    return f"{path}: could not be removed whole ({'; '.join(failures[:3])})" if failures else None
 
 
 # What make_workdir names a run's folder (clirace-PID-[KIND-]HEX16) and its private one (.NAME.HEX16): only
