@@ -18,9 +18,9 @@ from ..procs import WRITERS, threads_alive
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("attempt", range(5))
 def test_end_marked_returns_only_once_every_thread_of_what_it_killed_has_exited(tmp_path, attempt):
-    marker = f"test-ending-{os.getpid()}-{attempt}"
     folder = tmp_path / "box"
     folder.mkdir()
+    marker = f"{os.getpid()}:{folder}"  # as clirace's: this process is alive, so no clirace's start-up sweep ends it
     proc = subprocess.Popen([sys.executable, "-c", WRITERS, str(folder), "-"], stdout=subprocess.PIPE,
                             env={**os.environ, _ending.MARKER: marker})
     try:

@@ -57,15 +57,18 @@ def kill_until_gone(find: Callable[[], list[int]], within: float = 2.0, reap: bo
     file, say), and leaves the scans (its environment reads empty) before its last thread has. A folder removed
     in between is found not empty."""
     killed: list[int] = []
+    refused: set[int] = set()  # another user's (a setuid program a target ran): neither killed nor waited for
     deadline = time.monotonic() + within
     while True:
-        found = find()
+        found = [pid for pid in find() if pid not in refused]
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed += [] if pid in killed else [pid]
             except ProcessLookupError:
                 pass
+            except PermissionError:
+                refused.add(pid)
         for pid in killed if reap else ():
             try:
                 os.waitpid(pid, os.WNOHANG)
