@@ -12,11 +12,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from clirace.run import _cgroup, _ending
+from clirace.run import _cgroup, _ending, cleanup
 from clirace.run.cleanup import sweep_leftovers
 from clirace.run.procfs import stat_fields
 
@@ -281,12 +280,17 @@ def test_the_next_run_ends_an_orphan_that_cleared_its_environment_when_the_watch
 def test_the_sweep_looks_in_tmp_too_where_a_servers_folder_is_made_whatever_tmpdir_says(tmp_path, monkeypatch):
     """A PostgreSQL server run as another user keeps its folder in /tmp (it must reach it) even when TMPDIR points
     elsewhere; a dead run's folder there is swept like one under TMPDIR."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    own, shared = tmp_path / "own", tmp_path / "shared"
+    own.mkdir(), shared.mkdir()
+    monkeypatch.setenv("TMPDIR", str(own))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
-    dead = Path("/tmp") / f"clirace-999999999-pg-{os.urandom(8).hex()}"  # no owner file, empty: killed early
+    # The shared folder stands in for /tmp: the real one is swept by every clirace that starts beside this test
+    # (pytest-xdist), which could remove the dead folder first.
+    monkeypatch.setattr(cleanup, "SHARED_TMP", str(shared))
+    dead = shared / f"clirace-999999999-pg-{os.urandom(8).hex()}"  # no owner file, empty: killed early
     dead.mkdir()
     try:
-        assert tempfile.gettempdir() == str(tmp_path)
+        assert tempfile.gettempdir() == str(own)
         assert str(dead) in sweep_leftovers()["removed"] and not dead.exists()
     finally:
         if dead.exists():

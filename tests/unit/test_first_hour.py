@@ -291,10 +291,11 @@ def test_every_registered_code_points_at_a_key_of_the_spec_never_at_line_1(tmp_p
     """Walks the catalogue, not a hand list: a spec without a session section still places CR952 at a key."""
     from clirace.checks.findings import Evidence, Finding
     from clirace.report._locate import Locator
+    from clirace.spec import load_spec
     from clirace.verdict.rubric import rules
     spec = tmp_path / "t.clirace.yaml"
     spec.write_text(LOCATED_SPEC)
-    locator = Locator(str(spec))
+    locator = Locator(str(spec), load_spec(spec, check_programs=False).places)
     for code, rule in rules().items():
         if rule.get("retired"):
             continue

@@ -6,12 +6,15 @@ import jsonschema
 
 from clirace.checks.registry import EXPERIMENTS
 from clirace.cli.pipeline import judge
-from clirace.report import to_github, to_junit, to_sarif
+from clirace.history import History, SpecPlace
+from clirace.report import to_github, to_junit, to_markdown, to_sarif
 from clirace.report._locate import Locator, display_path
 from clirace.report.github import escape_data, escape_property
+from clirace.spec import load_spec
 from clirace.verdict.rubric import rules
 
 from ..conftest import FIXTURES, ROOT
+from .histories import saveable
 from .hostile import hostile_history
 
 LEVEL3 = FIXTURES / "level3" / "clirace.yaml"
@@ -22,14 +25,20 @@ def line_of(path, prefix: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(prefix))
 
 
+def recorded(spec=LEVEL3):
+    """The positions a check of `spec` records in its history."""
+    return load_spec(spec, check_programs=False).places
+
+
 def result(spec=LEVEL3):
     h = hostile_history()
     h.spec_path = str(spec)
+    h.spec_places = recorded(spec)
     return judge(h)
 
 
 def test_each_check_points_at_the_spec_line_that_declared_what_it_exercised():
-    locator = Locator(str(LEVEL3))
+    locator = Locator(str(LEVEL3), recorded())
     assert locator.place("lock-error-structured").line == line_of(LEVEL3, "  contender:")
     assert locator.place("lock-released-on-exit").line == line_of(LEVEL3, "  hold:")
     assert locator.place("lock-wait-timeout").line == line_of(LEVEL3, "  wait_option:")
@@ -38,12 +47,12 @@ def test_each_check_points_at_the_spec_line_that_declared_what_it_exercised():
     assert locator.place("atomic-config-writes").line == line_of(LEVEL3, "    config:")
     assert locator.place("session-isolation").line == line_of(LEVEL3, "session:")
     assert locator.place("hazards").line == line_of(LEVEL3, "workloads:")
-    assert Locator("/nonexistent/spec.yaml").place("counter").line == 1
+    assert Locator("/nonexistent/spec.yaml", {}).place("counter").line == 1  # a history with none recorded
 
 
 def test_every_registered_check_points_at_a_line_of_a_spec_that_exercises_it():
-    """Walks the registry, not a hand list: a check added without a place in _locate.SECTIONS fails here."""
-    locator = Locator(str(LEVEL3))
+    """Walks the registry, not a hand list: a check added without a place in spec/places.SECTIONS fails here."""
+    locator = Locator(str(LEVEL3), recorded())
     lines = LEVEL3.read_text().splitlines()
     for check in EXPERIMENTS:
         place = locator.place(check)
@@ -86,3 +95,28 @@ def test_sarif_is_valid_2_1_0_with_a_rule_per_code():
     region = cr202["locations"][0]["physicalLocation"]["region"]
     assert region["startLine"] == line_of(LEVEL3, "  contender:")
     assert run["tool"]["driver"]["rules"][cr202["ruleIndex"]]["id"] == "CR202"
+
+
+def test_recorded_positions_survive_the_history_file_and_one_without_them_annotates_line_1(tmp_path):
+    """A history keeps where the spec declared each section; one written before they were recorded (no
+    $.spec_places) still loads, and every report renders with its findings at the spec file's line 1."""
+    h = saveable(hostile_history())
+    h.spec_path, h.spec_places = str(LEVEL3), recorded()
+    saved = tmp_path / "h.json"
+    h.save(saved)
+    assert History.load(saved).spec_places == recorded() and recorded()["lock.contender"].line > 1
+    data = json.loads(saved.read_text())
+    del data["spec_places"]
+    saved.write_text(json.dumps(data))
+    old = judge(History.load(saved))
+    assert old.history.spec_places == {}
+    cr202 = next(line for line in to_github(old).splitlines() if "title=CR202" in line)
+    assert cr202.startswith(f"::error file={display_path(str(LEVEL3))},line=1,col=1,")
+    sarif = json.loads(to_sarif(old))["runs"][0]["results"]
+    assert {r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in sarif} == {1}
+    assert "CR202" in to_markdown(old)
+    edited = History.load(saved)
+    edited.spec_places = {"lock.contender": SpecPlace(0, -3)}  # by hand: no line 0 reaches a report
+    data = json.loads(to_sarif(judge(edited)))
+    jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(data)
+    assert {r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in data["runs"][0]["results"]} == {1}

@@ -99,11 +99,14 @@ def test_a_history_above_the_bound_a_fifo_or_a_device_is_refused_without_reading
 def test_old_histories_load_with_the_new_fields_at_their_defaults(tmp_path):
     path = saved(tmp_path, history(keys_round()))
     data = json.loads(path.read_text())
-    del data["not_removed"]
+    del data["not_removed"], data["spec_places"]
     for name in ("isolation", "isolation_note"):
         del data["environment"][name]
     loaded = History.from_json(data)
-    assert loaded.not_removed == () and loaded.environment.isolation == ""
+    assert loaded.not_removed == () and loaded.environment.isolation == "" and loaded.spec_places == {}
+    data["spec_places"] = {"lock": {"line": "3", "column": 1}}  # a position is a number: a damaged one is named
+    with pytest.raises(HistoryError, match=r"\$\.spec_places\.lock\.line is \"3\"; expected"):
+        History.from_json(data)
 
 
 def test_the_run_options_are_saved_as_older_histories_hold_them(tmp_path):

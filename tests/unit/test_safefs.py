@@ -320,3 +320,33 @@ def test_remove_does_not_descend_past_its_depth_limit(tmp_path, monkeypatch):
     assert safefs.remove(run) == [f"{run}/a/b/c/d: directories nested more than 3 deep"]
     monkeypatch.setattr(_ending, "MAX_DEPTH", 200)
     assert safefs.remove(run) == [] and not run.exists()
+
+
+def _late_writer(monkeypatch, run, times: int) -> list[str]:
+    """os.rmdir that, the first `times` times it is asked to remove `run`, first makes a file in it: a process
+    killed in the middle of a syscall that creates one finishes that syscall after the tree was listed."""
+    real, made = os.rmdir, []
+
+    def rmdir(name, *, dir_fd=None):
+        if name == run.name and len(made) < times:
+            made.append(str(run / f"late-{len(made)}"))
+            (run / f"late-{len(made)}").write_text("x")
+        return real(name, dir_fd=dir_fd)
+    monkeypatch.setattr(os, "rmdir", rmdir)
+    return made
+
+
+def test_remove_clears_again_what_was_written_into_the_tree_as_it_was_removed(tmp_path, monkeypatch):
+    run = safefs.make_dir(tmp_path, "clirace-1-")
+    (run / "state.json").write_text("{}")
+    made = _late_writer(monkeypatch, run, times=2)
+    assert safefs.remove(run) == [] and not run.exists()
+    assert len(made) == 2  # it did meet "Directory not empty", twice
+
+
+def test_remove_gives_up_on_a_tree_written_into_without_end_and_says_so(tmp_path, monkeypatch):
+    run = safefs.make_dir(tmp_path, "clirace-1-")
+    _late_writer(monkeypatch, run, times=1000)
+    assert safefs.remove(run) == [f"{run}: Directory not empty"]
+    monkeypatch.undo()
+    assert safefs.remove(run) == [] and not run.exists()

@@ -52,7 +52,8 @@ def run(spec: Spec, options: RunOptions, progress: Callable[[str], None] | None 
         options=options,
         environment=Environment(strace=usable, strace_note=why, clirace_version=__version__, rounds=rounds,
                                 parallel=parallel, spec_sha256=spec_sha256, tool_sha256=tool_sha256),
-        plan=plan(spec, options.only, rounds, wanted))  # before anything runs: what a partial history lacks
+        plan=plan(spec, options.only, rounds, wanted),  # before anything runs: what a partial history lacks
+        spec_places=spec.places)  # where the report's annotations point, as the spec was when it ran
     if on_history:
         on_history(history)  # lets an interrupted run still report what it saw
     services.require(spec, [c.criterion for c in coverage(spec, (usable, why), servers=False) if c.testable])

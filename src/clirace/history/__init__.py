@@ -528,6 +528,16 @@ class Environment:
     tool_sha256: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SpecPlace:
+    """Where the spec declared a part a finding can be about (a workload, the lock's contender, the session...),
+    recorded when the spec was loaded (spec/places.py), so that a report places its annotations from the history
+    alone, at the lines of the spec that ran: the file may have changed or gone since."""
+    line: int
+    column: int
+    workload: str = ""  # at a workload (the key "workloads[N]"): "KIND: NAME", as its trials are named
+
+
 T = TypeVar("T", bound=Trial)
 
 
@@ -543,6 +553,9 @@ class History:
     # refuses one without); None only in a history built in memory that was never saved.
     plan: tuple[Planned, ...] | None = None
     stopped: str = ""  # why the run ended before its plan was done ("interrupted (Ctrl-C) during ...")
+    # Spec key path, as messages.dotted spells it ("lock.contender", "workloads[0].config") -> where the spec
+    # declared it. Empty in a history written before they were recorded: its findings point at the spec's line 1.
+    spec_places: dict[str, SpecPlace] = field(default_factory=dict)
 
     def of(self, kind: type[T]) -> list[T]:
         return [t for t in self.trials if type(t) is kind]
@@ -554,7 +567,7 @@ class History:
         return {"format": FORMAT, "version": VERSION, "spec_path": self.spec_path,
                 "options": _encode(self.options), "environment": _encode(self.environment),
                 "kept": self.kept, "not_removed": list(self.not_removed), "plan": _encode(self.plan),
-                "stopped": self.stopped,
+                "stopped": self.stopped, "spec_places": _encode(self.spec_places),
                 "trials": [{"kind": t.KIND, **_encode(t)} for t in self.trials]}
 
     def text(self) -> str:
@@ -659,7 +672,8 @@ class History:
                        trials=trials, kept=_decode(Union[str, None], data.get("kept"), "$.kept"),  # noqa: UP007
                        not_removed=_decode(tuple[str, ...], data.get("not_removed", []), "$.not_removed"),
                        plan=_decode(Union[tuple[Planned, ...], None], data.get("plan"), "$.plan"),  # noqa: UP007
-                       stopped=_decode(str, data.get("stopped", ""), "$.stopped"))
+                       stopped=_decode(str, data.get("stopped", ""), "$.stopped"),
+                       spec_places=_decode(dict[str, SpecPlace], data.get("spec_places", {}), "$.spec_places"))
         except _Bad as bad:
             raise _damaged(bad, where) from None
         except RecursionError:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 MARKER = "CLIRACE_TRIAL"  # in the environment of every process of a trial: "CLIRACE_PID:SANDBOX"
 MAX_DEPTH = 200  # directories nested in each other that `remove_tree` descends (one fd each); a target's deeper tree stays
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NOT_EMPTY = os.strerror(errno.ENOTEMPTY)
+REMOVE_ATTEMPTS = 4  # clearings of a tree that something still wrote in as it was removed (`remove_tree`)
+_NOT_EMPTY = f": {os.strerror(errno.ENOTEMPTY)}"
 
 
 # ------------------------------------------------------------------------------------------------- processes
@@ -157,16 +158,20 @@ def remove_cgroup(path: str) -> str | None:
 def remove_tree(fd: int, shown: str) -> list[str]:
     """Remove the directory `fd` is open on (O_RDONLY) and everything in it, wherever it is now, walking by fds
     (O_NOFOLLOW): a link is removed, never followed, and a mount point is not entered. Returns what could not be
-    removed, each "PATH: why" (`shown` names the directory). A directory found not empty (something created a
-    file in it as it was emptied) is emptied once more before that is reported."""
+    removed, each "PATH: why" (`shown` names the directory).
+
+    When the only failures are "Directory not empty", something made a file in the tree after it was listed (a
+    process SIGKILLed in the middle of a call that creates one ends that call first): the tree is cleared again,
+    up to REMOVE_ATTEMPTS times, 10-40 ms apart, before that is reported."""
     failures: list[str] = []
-    for _attempt in range(2):
+    for attempt in range(REMOVE_ATTEMPTS):
         failures = []
         _clear(fd, shown, failures, 0)
         if not failures:
             _remove_entry(fd, shown, failures)
-        if not any(failure.endswith(_NOT_EMPTY) for failure in failures):
+        if not failures or not all(failure.endswith(_NOT_EMPTY) for failure in failures):
             break
+        time.sleep(0.01 * (attempt + 1))
     return failures
 
 

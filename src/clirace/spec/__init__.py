@@ -4,10 +4,11 @@ Every problem is a `SpecError` naming file:line:column, the offending value, wha
 misspelt keys and placeholders, the nearest valid name (messages: spec/messages.py). A spec whose paths point
 at real files (the real home, /tmp, any literal absolute path) is refused unless the caller allows it.
 
-The folder spec/: Stage 1, spec: reading a YAML spec (with file:line:column positions), its messages, placeholders,
-patterns, config formats and the starter spec.
+The folder spec/: Stage 1, spec: reading a YAML spec (with file:line:column positions, and those of the sections
+findings point at, recorded in the history: places.py), its messages, placeholders, patterns, config formats and
+the starter spec.
 
-May import: clirace.errors, clirace.history (the vocabulary).
+May import: clirace.errors, clirace.history (the vocabulary, SpecPlace).
 """
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ from typing import Any, Union
 import jsonschema
 
 from clirace.errors import SpecError
+from clirace.history import SpecPlace
 from clirace.history.vocab import ConfigFormat, HoldMode, LockKind, ReadyKind, WorkloadKind
 from clirace.spec import _checks as _spec_checks
 from clirace.spec import placeholders
 from clirace.spec._yaml import START_HINT, KeyPath, Located, load_located
 from clirace.spec.messages import check_sandbox, did_you_mean, dotted, schema_error, show
+from clirace.spec.places import spec_places
 
 Argv = tuple[str, ...]
 SHELL = "/bin/sh"
@@ -153,6 +156,8 @@ class Spec:
     session: Session | None = None
     services: Services | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the spec as YAML gave it
+    # Where it declares what findings can be about (spec/places.py), for the history: reports place annotations
+    places: dict[str, SpecPlace] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def spec_dir(self) -> Path:
@@ -375,6 +380,7 @@ def _build(path: Path, data: dict[str, Any], located: Located) -> Spec:
         setup=tuple(setup(c, "setup", n) for n, c in enumerate(data.get("setup", []))),
         parallel=int(data.get("parallel", DEFAULT_PARALLEL)), rounds=int(data.get("rounds", DEFAULT_ROUNDS)),
         workloads=tuple(workloads), lock=lock, session=session, services=services, raw=data,
+        places=spec_places(located),
     )
 
 
