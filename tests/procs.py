@@ -23,6 +23,44 @@ import pytest
 
 MARKER = b"CLIRACE_TRIAL="
 POLL = 0.02
+# `python -c WRITERS FOLDER READY`: 16 threads creating files in FOLDER as fast as they can, SIGTERM ignored; its pid
+# is written to READY ("-": stdout) once they run. Killed, its threads finish the call they are in one by one, and
+# the first to go takes the process out of a scan of environments (/proc/PID/environ reads empty) before the last.
+WRITERS = """
+import os, signal, sys, threading
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def write(n):
+    i = 0
+    while True:
+        i += 1
+        with open(os.path.join(sys.argv[1], f"{n}-{i}"), "w"):
+            pass
+for n in range(16):
+    threading.Thread(target=write, args=(n,), daemon=True).start()
+with (sys.stdout if sys.argv[2] == "-" else open(sys.argv[2] + ".tmp", "w")) as out:
+    print(os.getpid(), file=out, flush=True)
+if sys.argv[2] != "-":
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+threading.Event().wait()
+"""
+
+
+def threads_alive(pid: int) -> list[str]:
+    """The threads of `pid` that have not finished exiting (neither a zombie nor gone), each "TID STATE"."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    alive = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0].decode()
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            alive.append(f"{tid} {state}")
+    return alive
 
 
 @dataclass(frozen=True)

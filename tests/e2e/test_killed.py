@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from clirace.run import _cgroup, cleanup
-from clirace.run.sandbox import stat_fields, sweep_leftovers
+from clirace.run import _cgroup, _ending, cleanup
+from clirace.run.cleanup import sweep_leftovers
+from clirace.run.procfs import stat_fields
 
 from ..conftest import FIXTURES, ROOT
 from ..procs import wait_for, with_cmdline
@@ -25,7 +26,7 @@ SPEC = FIXTURES / "hostile" / "daemons.yaml"
 ORPHANS = FIXTURES / "hostile" / "orphans.yaml"
 CGROUPS, WHY_NOT = _cgroup.make(f"clirace-probe-{os.getpid()}", "/bin/sh")
 if CGROUPS:
-    CGROUPS.remove()
+    _ending.remove_cgroup(CGROUPS.path)
 needs_cgroups = pytest.mark.skipif(CGROUPS is None, reason=f"no cgroup for clirace here: {WHY_NOT}")
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from clirace.run.launch import Launcher
 
+from ..procs import WRITERS, threads_alive, wait_for
+
 PY = sys.executable
 
 
@@ -59,3 +61,18 @@ def test_target_sees_stdin_closed_and_big_output_is_capped_but_counted(tmp_path)
 def test_missing_program_is_recorded_like_a_shell_would(tmp_path):
     result = launcher(tmp_path).run("j", ["/nonexistent/tool"])
     assert result.exit_code == 127 and "cannot execute" in result.stderr
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("attempt", range(5))
+def test_stop_returns_once_the_children_left_in_the_group_have_exited(tmp_path, attempt):
+    """The group's last SIGKILL reaches a child the invocation never waits for (its shell has exited): stop()
+    returns only when every thread of it has exited, so nothing of it writes into a folder read or removed next."""
+    folder, ready = tmp_path / "box", tmp_path / "ready"
+    folder.mkdir()
+    running = launcher(tmp_path).start("writer", ["sh", "-c", f'"$0" -c \'{WRITERS}\' "$1" "$2" & wait', PY,
+                                                  str(folder), str(ready)])
+    child = int(wait_for(lambda: ready.exists() and ready.read_text(), 10, "the writer's threads to run"))
+    running.stop()  # SIGTERM: the shell dies, the writer ignores it; then SIGKILL to the group
+    assert threads_alive(child) == [], "stop() returned while threads of a child left in the group ran"
+    running.finish()

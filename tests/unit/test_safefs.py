@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clirace.run import safefs
+from clirace.run import _ending, safefs
 from clirace.run.safefs import Refused, Special
 
 pytestmark = pytest.mark.timeout(10)
@@ -314,11 +314,11 @@ def test_remove_names_what_it_cannot_remove_and_never_enters_a_link(tmp_path, ca
 
 
 def test_remove_does_not_descend_past_its_depth_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(safefs, "MAX_DEPTH", 3)
+    monkeypatch.setattr(_ending, "MAX_DEPTH", 3)
     run = safefs.make_dir(tmp_path, "clirace-1-")
     (run / "a" / "b" / "c" / "d").mkdir(parents=True)
     assert safefs.remove(run) == [f"{run}/a/b/c/d: directories nested more than 3 deep"]
-    monkeypatch.setattr(safefs, "MAX_DEPTH", 200)
+    monkeypatch.setattr(_ending, "MAX_DEPTH", 200)
     assert safefs.remove(run) == [] and not run.exists()
 
 

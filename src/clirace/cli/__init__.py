@@ -103,7 +103,7 @@ def check(
     passes, 1 when it fails (silent corruption, or no-silent-corruption not decided without --allow-undecided, a
     score below --min-score, a regression against --baseline), 2 for a bad spec or option."""
     from clirace.cli import _pyproject
-    from clirace.run.sandbox import adopt_orphans
+    from clirace.run.cleanup import adopt_orphans
 
     settings = _pyproject.find(Path.cwd())
     paths = _pyproject.expand(list(specs or settings.specs))

@@ -26,9 +26,8 @@ from clirace.history import Alone, Environment, History, NotRun, RunOptions, Wor
 from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
 from clirace.run import observe, services
-from clirace.run.cleanup import isolation, make_workdir, sweep_leftovers
+from clirace.run.cleanup import end_adopted, end_run, isolation, make_workdir, sweep_leftovers
 from clirace.run.launch import allow_width
-from clirace.run.sandbox import end_adopted, end_run
 from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
 from clirace.scenarios.plan import plan
@@ -107,9 +106,10 @@ def _launch(spec: Spec, history: History, ctx: Context, wanted: set[str]) -> Non
                 _refuse_a_spec_the_tool_does_not_fit(spec, history)
     finally:
         services.stop(ctx.services)
-        # whatever a trial left running, even when its own cleanup was cut short; then the run's folders
-        not_removed = ctx.not_removed + end_run(workdir, keep=ctx.keep)
+        # whatever a trial left running, even when its own cleanup was cut short (adopted orphans first: without
+        # a cgroup, nothing else finds them); then the run's folders
         end_adopted()
+        not_removed = ctx.not_removed + end_run(workdir, keep=ctx.keep)
         if sigint_before is not None:
             signal.signal(signal.SIGINT, sigint_before)
         if ctx.keep:

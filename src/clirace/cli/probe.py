@@ -132,8 +132,8 @@ def _placeholder(rel: str) -> str:
 def observe_once(program: list[str], args: list[str], setup: list[list[str] | str], timeout: float = 30) -> Observed:
     """Run `program + args` once in a fresh sandbox (after `setup`, untraced: the tool's arguments, or a shell
     command) under strace; what it did."""
-    from clirace.run.cleanup import make_workdir
-    from clirace.run.sandbox import Sandbox, end_run
+    from clirace.run.cleanup import end_run, make_workdir
+    from clirace.run.sandbox import Sandbox
 
     workdir = make_workdir()
     try:

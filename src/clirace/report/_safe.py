@@ -16,7 +16,7 @@ from clirace.verdict.result import Result
 
 # C0 (tab and newline included: a caller that wants lines splits them first), DEL, C1; ESC is in C0.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# clirace's run folder (_leftovers.make_workdir: clirace-PID-[KIND-]HEX under TMPDIR, or /tmp for a server's) and
+# clirace's run folder (run/cleanup.make_workdir: clirace-PID-[KIND-]HEX under TMPDIR, or /tmp for a server's) and
 # a trial's sandbox directly inside it (KIND-HEX: kill-points-..., keys-...); or its private folder beside it
 # (.clirace-PID-HEX.HEX: traces, kill logs), whose files read as the run's.
 _BASES = "|".join(re.escape(base) for base in dict.fromkeys((tempfile.gettempdir().rstrip("/") or "/tmp", "/tmp")))

@@ -3,9 +3,9 @@
 Why: a daemon that double-forks, calls setsid() and clears its environment (`env -i`) leaves its trial's process
 group and session and sheds the CLIRACE_TRIAL marker; its cgroup it cannot leave without write access to another
 cgroup's `cgroup.procs` (root has that). Every process a trial starts joins the trial's cgroup before the target
-runs (run/launch.py: the start barrier's shell, or the child before exec); the trial's end writes `cgroup.kill`
-(Linux 5.14+; before that, each process listed is SIGKILLed until none is left), and waits for `cgroup.events`
-to say "populated 0". The trials' cgroups sit in the run's, so one write ends a whole run: the run's watchdog
+runs (run/launch.py: the start barrier's shell, or the child before exec); the trial's end kills them all
+(`_ending.kill_cgroup`: `cgroup.kill` on Linux 5.14+; before that, each process listed is SIGKILLed until none is
+left). The trials' cgroups sit in the run's, so one write ends a whole run: the run's watchdog
 does it when clirace is SIGKILLed, the next run's sweep when the watchdog was killed too.
 
 `make()` says why not where clirace cannot make one (no cgroup v2 mounted, this cgroup not delegated to this
@@ -15,11 +15,9 @@ there is (README, Safety).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 
-from clirace.run._watchdog import in_cgroup
+from clirace.run import _ending
 
 NAME = "cgroup"  # what history.Environment.isolation says when trials ran in cgroups
 
@@ -69,50 +67,6 @@ class Cgroup:
             return None
         return Cgroup(os.path.join(self.path, name))
 
-    def populated(self) -> bool:
-        try:
-            with open(os.path.join(self.path, "cgroup.events")) as handle:
-                return "populated 1" in handle.read()
-        except OSError:
-            return False
-
-    def kill(self, within: float = 5.0) -> list[int]:
-        """SIGKILL every process in this cgroup and those below it, until none is left (or `within` seconds
-        pass: `populated()` then says so); returns the pids that were in it."""
-        found = in_cgroup(self.path)  # the watchdog's reading, shared: it runs without clirace
-        if not found:
-            return []
-        deadline = time.monotonic() + within
-        try:
-            with open(os.path.join(self.path, "cgroup.kill"), "w") as handle:
-                handle.write("1")
-        except OSError:
-            pass  # before Linux 5.14: signal what is listed, below
-        while self.populated() and time.monotonic() < deadline:
-            for pid in in_cgroup(self.path):
-                found += [] if pid in found else [pid]
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.002)
-        return found
-
-    def remove(self, within: float = 5.0) -> str | None:
-        """Kill what is in it, then remove it and the cgroups below it; None, or why it stays."""
-        self.kill(within)
-        if self.populated():
-            return f"{self.path}: processes still in it after {within:g} s"
-        failed = None
-        for folder, _dirs, _files in sorted(os.walk(self.path), key=lambda entry: -entry[0].count("/")):
-            try:
-                os.rmdir(folder)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                failed = f"{folder}: {exc.strerror or exc}"
-        return failed
-
 
 def make(name: str, shell: str) -> tuple[Cgroup | None, str]:
     """A new cgroup `name` below this process's own, into which a process can move itself: (it, "") or (None, why
@@ -136,7 +90,7 @@ def make(name: str, shell: str) -> tuple[Cgroup | None, str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         joined, why = False, str(exc)
     if not joined:
-        cgroup.remove(1.0)
+        _ending.remove_cgroup(cgroup.path)
         return None, f"a process cannot move itself into a cgroup in {parent} ({why})"
     return cgroup, ""
 

@@ -1,17 +1,24 @@
-"""A run's folders and cgroup, what a killed clirace leaves of them, and how that is ended.
+"""The owner of everything a run makes: its folders, its cgroups, its watchdog, its records, the orphans it
+adopts; how a run ends (`end_run`), and what a killed clirace leaves of a run, and how that is ended.
 
 A run has a folder for its sandboxes (`$TMPDIR/clirace-PID-XXXX`, the run folder, which each target can find
 as its sandbox's parent), a private folder for clirace's own files (traces, kill logs) outside it, under a name
 the target cannot derive (`$TMPDIR/.clirace-PID-XXXX.YYYY`, mode 0300: not even its owner can list it), and,
 where the machine allows, a cgroup (run/_cgroup.py). clirace holds an fd on each folder (safefs.make_dir), so a
-target that moves one away or puts a link in its place redirects nothing.
+target that moves one away or puts a link in its place redirects nothing. A trial's sandbox, private folder and
+cgroup are made inside the run's (run/sandbox.py, whose `Sandbox.end` ends a trial).
+
+Every ending, a trial's, a run's, the watchdog's and the sweep's, goes in the one order of `_ending.end`:
+processes (cgroup, then marker) until a scan proves them gone, then folders, then the cgroup.
 
 SIGKILL (a CI runner cancelling a job, the OOM killer) gives clirace no chance to end its trials' processes or
 remove its folders. Two things stand in: each run's watchdog (see run/_watchdog.py), a process of its own that
 notices clirace's death through a pipe and ends the run's processes at once (its cgroup, or else its marker);
 and, for whatever the watchdog could not do (it was killed too), `sweep_leftovers()` at the next start. Both
-find a run by the owner file in its folder (or the pid in the folder's name). The public names are re-exported
-by run/sandbox.py.
+find a run by the owner file in its folder (or the pid in the folder's name).
+
+May import: the standard library, clirace.errors, and run/'s _cgroup, _ending, procfs and safefs. Imported by
+run/sandbox.py, run/services/, scenarios/ (end_adopted) and the entry points (cli/).
 """
 from __future__ import annotations
 
@@ -26,11 +33,12 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
 from clirace.errors import InternalError
-from clirace.run import _cgroup, procfs, reap, safefs
+from clirace.run import _cgroup, _ending, procfs, safefs
 
 SHARED_TMP = "/tmp"  # where a folder a server's own user must reach is made, whatever TMPDIR says (postgres.py)
 RUN_PREFIX = "clirace-"  # a run's folder under TMPDIR: clirace-PID-XXXX (make_workdir); its private one: .clirace-...
@@ -197,7 +205,7 @@ def _start_watchdog(run: Run) -> None:
             [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid()), run.folder, str(folder_fd), run.private,
              str(private_fd), run.cgroup.path if run.cgroup else "", run.record], stdin=read_end, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(folder_fd, private_fd),
-            env={k: v for k, v in os.environ.items() if k != reap.MARKER})
+            env={k: v for k, v in os.environ.items() if k != _ending.MARKER})
     except OSError:
         os.close(write_end)
         return
@@ -219,54 +227,44 @@ def isolation(folder: Path | str) -> tuple[str, str]:
     return _cgroup.NAME, run.isolation_note
 
 
-def end(folder: Path | str, keep: bool = False) -> list[str]:
-    """The run is over: its cgroup killed and removed, its private folder removed, its run folder removed (unless
-    `keep`: then only its owner file goes, and the folder is no leftover), its watchdog told to stand down.
-    Returns what could not be removed, each "PATH: why"."""
+def end_run(folder: Path | str, keep: bool = False) -> list[str]:
+    """The run is over: whatever any trial of it left running is ended (its cgroup, and every process whose marker
+    names the run folder); its private folder is removed, its run folder too (unless `keep`: then only its owner
+    file goes, and the folder is no leftover), then its cgroup; its watchdog stands down. Returns what could not
+    be removed, each "PATH: why".
+
+    The safety net under every trial's own end: it still works when that was cut short (an exception, Ctrl-C
+    or SIGTERM in the middle of ending the trial's processes)."""
     key = os.path.normpath(str(folder))
     run = _runs.pop(key, None)
-    failures: list[str] = []
-    if run is not None and run.cgroup is not None:
-        failures += filter(None, [run.cgroup.remove()])
-    if run is not None:
-        _listable(run.private)
-        failures += safefs.remove(run.private)
-    if keep:
-        if run is not None:
-            _tell_watchdog(run, b"k")  # were clirace killed now, the watchdog must not remove the kept folder
-        safefs.unlink_at(key, OWNER)
-        safefs.release(key)
-    else:
-        planted = safefs.replaced(key)  # the target moved the run folder away and put something in its place
-        failures += safefs.remove(key)
-        failures += _unlink_planted(key) if planted else []
+    if keep and run is not None:
+        _tell_watchdog(run, b"k")  # were clirace killed now, the watchdog must not remove the kept folder
+    folders = [] if run is None else [lambda: _remove_private(run.private)]
+    folders.append(lambda: _keep_run_folder(key) if keep else _remove_run_folder(key))
+    cgroup = run.cgroup.path if run is not None and run.cgroup is not None else ""
+    failures = _ending.end(f"{os.getpid()}:{os.path.join(key, '')}", prefix=True, cgroup=cgroup, folders=folders)[1]
     if run is not None:
         _forget(run)
         _dismiss(run)
     return failures
 
 
-def _listable(private: str) -> None:
-    """A private folder is made mode 0300 (not listable); it must be listed to be emptied."""
+def _remove_private(private: str) -> list[str]:
     fd = safefs.held_fd(private)
     if fd is not None:
-        os.chmod(fd, 0o700)
+        os.chmod(fd, 0o700)  # made mode 0300 (not listable): it must be listed to be emptied
+    return safefs.remove(private)
 
 
-def _unlink_planted(path: str) -> list[str]:
-    """What the target put where a folder of clirace's was, once clirace's own (moved away) is removed: a link
-    is removed (never followed); anything else is not clirace's to remove, and is named."""
-    try:
-        seen = os.lstat(path)
-    except OSError:
-        return []
-    if stat.S_ISLNK(seen.st_mode):
-        try:
-            os.unlink(path)
-            return []
-        except OSError as exc:
-            return [f"{path}: {exc.strerror or exc}"]
-    return [f"{path}: a folder clirace did not make stands where its run folder was; left alone"]
+def _keep_run_folder(key: str) -> list[str]:
+    safefs.unlink_at(key, OWNER)
+    safefs.release(key)
+    return []
+
+
+def _remove_run_folder(key: str) -> list[str]:
+    planted = safefs.replaced(key)  # the target moved the run folder away and put something in its place
+    return safefs.remove(key) + (_ending.unlink_planted(key) if planted else [])
 
 
 def _tell_watchdog(run: Run, what: bytes) -> None:
@@ -300,7 +298,7 @@ def watchdog_pids() -> set[str]:
 
 
 # Servers a run keeps for all its trials (services/: PostgreSQL's postmaster), children of clirace that
-# `sandbox.end_adopted` must not take for adopted orphans. They carry a run marker of their own, so a killed
+# `end_adopted` must not take for adopted orphans. They carry a run marker of their own, so a killed
 # clirace's watchdog and the next sweep end them like any other leftover.
 _kept: set[str] = set()
 
@@ -311,6 +309,43 @@ def keep(pid: int) -> None:
 
 def unkeep(pid: int) -> None:
     _kept.discard(str(pid))
+
+
+# ------------------------------------------------------------------------------------- adopted orphans
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+_adopting = False
+
+
+def adopt_orphans() -> bool:
+    """Make this process the child subreaper of everything it starts, so that a descendant whose parent exits
+    is re-parented here rather than to init; True if that worked (Linux 3.4+).
+
+    Why: the marker in the environment finds a daemon that called setsid(), but not one that also cleared its
+    environment (`env -i`). Adopted, it is still found, as a child of this process (`end_adopted`).
+    Only for a process that clirace owns, the CLI: inside a test runner it would adopt, and end, the orphans of
+    everything else that process runs.
+    """
+    global _adopting
+    try:
+        import ctypes
+        _adopting = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _adopting = False
+    return _adopting
+
+
+def end_adopted(within: float = 2.0) -> list[int]:
+    """SIGKILL and reap every process this subreaper adopted, and reap those that already ended.
+
+    Call it only where clirace has no child of its own left running or unreaped (a trial's end, the run's
+    end): a child of this process is then an adopted orphan, whatever its environment says.
+    """
+    if not _adopting:
+        return []
+    me, watchdogs = str(os.getpid()), watchdog_pids()  # the watchdogs are children too, and must live on
+    return _ending.kill_until_gone(lambda: [pid for pid in procfs.pids() if procfs.stat_fields(pid)[1:2] == [me]
+                                           and str(pid) not in watchdogs], within, reap=True)
 
 
 def _start_time(pid: int) -> str:
@@ -355,9 +390,8 @@ def sweep_leftovers(tmpdir: str | Path | None = None) -> Swept:
         _note_unrecorded(base, removed, left, recorded)
     for cgroup in _cgroup.leftovers(RUN_PREFIX):  # below clirace's own cgroup: made by a clirace of this user
         if not _alive(_pid_in(os.path.basename(cgroup.path)) or "", None):
-            killed += cgroup.kill(2.0)
-            cgroup.remove(2.0)
-    killed += reap._kill_until_gone(_orphaned_marked, 2.0)
+            killed += _ending.end(cgroup=cgroup.path)[0]
+    killed += _ending.kill_until_gone(_orphaned_marked)
     return {"killed": killed, "removed": removed, "left": left}
 
 
@@ -413,21 +447,15 @@ def _sweep_records(base: str, killed: list[int], removed: list[str], left: list[
             recorded.update(path for path, _ in record.folders)
             if _alive(record.pid, record.start):
                 continue
-            if record.cgroup is not None:
-                if _cgroup_is_runs(*record.cgroup):
-                    cgroup = _cgroup.Cgroup(record.cgroup[0])
-                    killed += cgroup.kill(2.0)
-                    cgroup.remove(2.0)
-                else:
-                    left.append(f"{record.cgroup[0]}: not the cgroup the record names below clirace's own; left alone")
+            cgroup = ""
+            if record.cgroup is not None and _cgroup_is_runs(*record.cgroup):
+                cgroup = record.cgroup[0]
+            elif record.cgroup is not None:
+                left.append(f"{record.cgroup[0]}: not the cgroup the record names below clirace's own; left alone")
             folder = record.folders[0][0]
-            killed += reap.end_marked(f"{record.pid}:{os.path.join(folder, '')}", prefix=True)
-            for path, identity in record.folders:
-                note = _remove_recorded(path, identity)
-                if note is None:
-                    removed.append(path)
-                elif note:
-                    left.append(note)
+            killed += _ending.end(f"{record.pid}:{os.path.join(folder, '')}", prefix=True, cgroup=cgroup,
+                                  folders=[partial(_remove_recorded, path, identity, removed, left)
+                                           for path, identity in record.folders])[0]
             try:
                 os.unlink(name, dir_fd=fd)
             except OSError:
@@ -464,9 +492,18 @@ def _cgroup_is_runs(path: str, identity: str) -> bool:
     return stat.S_ISDIR(info.st_mode) and f"{info.st_dev} {info.st_ino}" == identity
 
 
-def _remove_recorded(path: str, identity: str) -> str | None:
-    """Remove the folder at `path` if it is still the one recorded: None when removed, "" when it is gone
-    already, else why it was left alone. A link put in its place is removed, never followed."""
+def _remove_recorded(path: str, identity: str, removed: list[str], left: list[str]) -> list[str]:
+    """Remove the folder at `path` if it is still the one recorded, and say so in `removed`; or why it was left
+    alone, in `left` (nothing when it is gone already). A link put in its place is removed, never followed."""
+    note = _removed_recorded(path, identity)
+    if note is None:
+        removed.append(path)
+    elif note:
+        left.append(note)
+    return []
+
+
+def _removed_recorded(path: str, identity: str) -> str | None:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -478,14 +515,19 @@ def _remove_recorded(path: str, identity: str) -> str | None:
         return f"{path}: a symbolic link stood where the run's folder was (removed, not followed)"
     if not stat.S_ISDIR(info.st_mode) or f"{info.st_dev} {info.st_ino}" != identity:
         return f"{path}: not the folder the run made (replaced since); left alone"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a private one is 0300
+    try:  # the folder itself, held by an fd: removed through it, whatever is put at `path` meanwhile
+        held = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with safefs.closing_fd(held):
+            os.chmod(f"/proc/self/fd/{held}", 0o700)  # a private folder (0300) must be listed to be emptied
+            fd = os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}; left alone"
     with safefs.closing_fd(fd):
-        os.chmod(f"/proc/self/fd/{fd}", 0o700)  # a private folder is not listable; chmod of the fd itself
-    shutil.rmtree(path, ignore_errors=True)
-    return None if not os.path.lexists(path) else f"{path}: could not be removed whole"
+        opened = os.fstat(fd)
+        if f"{opened.st_dev} {opened.st_ino}" != identity:
+            return f"{path}: not the folder the run made (replaced since); left alone"
+        failures = _ending.remove_tree(fd, path)
+    return f"{path}: could not be removed whole ({'; '.join(failures[:3])})" if failures else None
 
 
 # What make_workdir names a run's folder (clirace-PID-[KIND-]HEX16) and its private one (.NAME.HEX16): only
@@ -569,19 +611,14 @@ def _unlink_quietly(path: str) -> None:
 
 def _orphaned_marked() -> list[int]:
     """Processes whose CLIRACE_TRIAL marker names a clirace that is gone (the run itself may be anywhere)."""
-    needle = f"{reap.MARKER}=".encode()
     found = []
     owners: dict[tuple[str, str], bool] = {}
-    for pid in procfs.pids():
-        for item in procfs.environ(pid).split(b"\0"):
-            if not item.startswith(needle):
-                continue
-            owner, _, box = item[len(needle):].decode(errors="replace").partition(":")
-            run_folder = os.path.dirname(box.rstrip("/"))
-            if (owner, run_folder) not in owners:
-                found_owner = _owner(run_folder, os.path.basename(run_folder))
-                owners[owner, run_folder] = _alive(owner, found_owner.start if found_owner.pid == owner else None)
-            if not owners[owner, run_folder]:
-                found.append(pid)
-            break
+    for pid, marker in _ending.marked():
+        owner, _, box = marker.partition(":")
+        run_folder = os.path.dirname(box.rstrip("/"))
+        if (owner, run_folder) not in owners:
+            found_owner = _owner(run_folder, os.path.basename(run_folder))
+            owners[owner, run_folder] = _alive(owner, found_owner.start if found_owner.pid == owner else None)
+        if not owners[owner, run_folder]:
+            found.append(pid)
     return found

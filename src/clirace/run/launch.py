@@ -6,7 +6,7 @@ pipe releases every one at once, and only then does each exec the target, with s
 Why stdin and stdout rather than extra descriptors: a POSIX shell only redirects descriptors 0-9, and a
 clirace run under another tool (time, a test runner) may have every one of 3-9 in use.
 Each invocation runs in its own session and process group, so a deadline ends it and everything it started;
-what leaves the group (setsid) is still found by the marker in its environment (see reap.end_marked), and,
+what leaves the group (setsid) is still found by the marker in its environment (see _ending.end_marked), and,
 where the trial has a cgroup (run/_cgroup.py), by that: every process joins it before the target runs (the barrier
 shim writes to `cgroup.procs` before it says ready; a single start does it in the child before exec).
 An invocation has finished when it has exited and its stdout and stderr are closed: a descendant that keeps
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from clirace.history import OUTPUT_CAP, Invocation
-from clirace.run.reap import end_marked
+from clirace.run._ending import end_marked, in_groups, kill_until_gone
 
 GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
@@ -247,7 +247,8 @@ def describe_wrapper(wrap: Sequence[str]) -> str:
 
 
 def stop_all(runnings: list[Running]) -> None:
-    """End each invocation and its process group: SIGTERM to all, one grace period, then SIGKILL what is left."""
+    """End each invocation and its process group: SIGTERM to all, one grace period, then SIGKILL what is left;
+    returns once every process of the groups has exited."""
     alive = [r for r in runnings if r.proc.poll() is None]
     for running in alive:
         running.signal_group(signal.SIGTERM)
@@ -260,6 +261,8 @@ def stop_all(runnings: list[Running]) -> None:
             running.wait(5)
     for running in runnings:
         running.signal_group(signal.SIGKILL)  # children left in the group
+    # ... and gone before anything reads or removes what they wrote: a killed child first finishes its call
+    kill_until_gone(lambda: in_groups([running.pid for running in runnings]))
 
 
 def _text(data: bytearray) -> str:

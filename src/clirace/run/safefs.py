@@ -24,11 +24,12 @@ import secrets
 import select
 import stat
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from clirace.run import _ending
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to work in by *at() calls only
@@ -329,9 +330,6 @@ _write_all = write_all
 
 _held: dict[str, int] = {}  # a directory clirace made (its path when made) -> an fd clirace keeps open on it
 _holding = threading.Lock()
-REMOVE_ATTEMPTS = 4  # clearings of a tree that something still wrote in as it was removed (`remove`)
-_NOT_EMPTY = f": {os.strerror(errno.ENOTEMPTY)}"
-MAX_DEPTH = 200  # directories nested in each other that `remove` descends (one fd each); a target's deeper tree stays
 
 
 def _key(path: str | Path) -> str:
@@ -436,117 +434,10 @@ def remove(path: str | Path) -> list[str]:
             return []
         except OSError as exc:
             return [f"{key}: {exc.strerror or exc}"]
-    failures: list[str] = []
     try:
-        shown = where_now(fd) or key  # a folder the target moved is named where it is
-        for attempt in range(REMOVE_ATTEMPTS):
-            failures = []
-            _clear(fd, shown, failures, 0)
-            if not failures:
-                _remove_entry(fd, shown, failures)
-            # "Directory not empty" alone: something made a file in the tree after it was listed (a process
-            # SIGKILLed in the middle of a syscall that creates one ends that syscall first). Cleared again.
-            if not failures or not all(failure.endswith(_NOT_EMPTY) for failure in failures):
-                break
-            time.sleep(0.01 * (attempt + 1))
+        return _ending.remove_tree(fd, _ending.where_now(fd) or key)  # a folder the target moved: named where it is
     finally:
         os.close(fd)
-    return failures
-
-
-def _clear(fd: int, shown: str, failures: list[str], depth: int) -> None:
-    """Remove everything in the directory `fd`, walking it by fds (O_NOFOLLOW), so nothing outside is touched:
-    a link is removed, never followed, and a mount point (another filesystem, a bind mount of the user's own
-    folder) is not entered."""
-    try:
-        names = os.listdir(fd)
-        device = os.fstat(fd).st_dev
-    except OSError as exc:
-        failures.append(f"{shown}: {exc.strerror or exc}")
-        return
-    for name in names:
-        where = f"{shown}/{name}"
-        try:
-            os.unlink(name, dir_fd=fd)
-            continue
-        except FileNotFoundError:
-            continue
-        except IsADirectoryError:
-            pass
-        except OSError as exc:
-            failures.append(f"{where}: {exc.strerror or exc}")
-            continue
-        if depth >= MAX_DEPTH:
-            failures.append(f"{where}: directories nested more than {MAX_DEPTH} deep")
-            continue
-        try:
-            child = os.open(name, _DIR, dir_fd=fd)
-        except OSError as exc:
-            failures.append(f"{where}: {exc.strerror or exc}")
-            continue
-        before = len(failures)
-        try:
-            if os.fstat(child).st_dev != device:
-                failures.append(f"{where}: a mount point (another filesystem mounted there); not entered")
-                continue
-            _clear(child, where, failures, depth + 1)
-        finally:
-            os.close(child)
-        try:
-            os.rmdir(name, dir_fd=fd)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            if len(failures) == before:  # else what stayed inside is named already
-                failures.append(f"{where}: {exc.strerror or exc}")
-
-
-def _remove_entry(fd: int, shown: str, failures: list[str]) -> None:
-    """Remove the (emptied) directory `fd` from wherever it is now: found in its parent by its inode."""
-    mine = os.fstat(fd)
-    try:
-        parent = os.open("..", _PATH, dir_fd=fd)
-    except FileNotFoundError:
-        return  # removed already (a deleted directory has no parent)
-    except OSError as exc:
-        failures.append(f"{shown}: {exc.strerror or exc}")
-        return
-    try:
-        name = _name_in(parent, mine, os.path.basename(shown))
-        if name is None:
-            return
-        try:
-            os.rmdir(name, dir_fd=parent)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            failures.append(f"{shown}: {exc.strerror or exc}")
-    finally:
-        os.close(parent)
-
-
-def _name_in(parent: int, mine: os.stat_result, expected: str) -> str | None:
-    def same(name: str) -> bool:
-        try:
-            seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        except OSError:
-            return False
-        return (seen.st_dev, seen.st_ino) == (mine.st_dev, mine.st_ino)
-    if same(expected):
-        return expected
-    try:
-        return next((name for name in os.listdir(parent) if same(name)), None)
-    except OSError:
-        return None
-
-
-def where_now(fd: int) -> str | None:
-    """The path of the directory `fd` now (the kernel's view, /proc/self/fd), or None if it is deleted."""
-    try:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return None
-    return path if path.startswith("/") and not path.endswith(" (deleted)") else None
 
 
 @contextmanager

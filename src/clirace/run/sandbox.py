@@ -4,6 +4,7 @@ The target only ever sees these paths, so a run never touches the real home or /
 carry a marker in their environment, and join the trial's cgroup where the machine has one, so that anything
 they leave running can be found and ended. clirace's own files for the trial (traces, kill logs) live in a
 private folder outside the run folder (see run/cleanup.py), and every folder here is held by an fd (safefs).
+`Sandbox.end` ends a trial's processes and removes its folders and cgroup, in the order of run/_ending.py.
 """
 from __future__ import annotations
 
@@ -11,12 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from clirace.run import cleanup as _leftovers
-from clirace.run import safefs
-from clirace.run.cleanup import make_workdir as make_workdir  # re-exported: part of this module's interface
-from clirace.run.cleanup import sweep_leftovers as sweep_leftovers
-from clirace.run.procfs import pids, stat_fields
-from clirace.run.reap import MARKER, _kill_until_gone, end_marked
+from clirace.run import _ending, cleanup, safefs
+from clirace.run._ending import MARKER
 from clirace.spec import placeholders
 
 _LAYOUT = placeholders.LAYOUT
@@ -28,7 +25,7 @@ class Sandbox:
     run has one."""
 
     def __init__(self, workdir: Path, kind: str, spec_dir: Path):
-        run = _leftovers.run_of(workdir)
+        run = cleanup.run_of(workdir)
         if run is None:
             raise ValueError(f"{workdir} is not a run folder made by make_workdir()")
         try:
@@ -82,73 +79,15 @@ class Sandbox:
                         "folder it made, wherever that is now; nothing follows the new path)")
         return None
 
-    def end_strays(self) -> list[int]:
-        """SIGKILL every process of this trial still running: its whole cgroup where it has one, and every
-        process still carrying this sandbox's marker (e.g. a child that called setsid)."""
-        if self.cgroup is not None:
-            self.cgroup.kill()
-        return end_marked(self.marker)
-
-    def remove(self) -> list[str]:
-        """End what is left of the trial, then remove its sandbox (wherever the target moved it), its private
-        folder and its cgroup. Returns what could not be removed, each "PATH: why"."""
-        self.end_strays()
-        failures = safefs.remove(self.root) + safefs.remove(self.private)
-        if self.cgroup is not None:
-            failures += filter(None, [self.cgroup.remove()])
+    def end(self, keep: bool = False) -> list[str]:
+        """The trial is over: every process of it still running is ended (its whole cgroup where it has one, and
+        every process still carrying its marker, e.g. a child that called setsid) until none is left; then its
+        sandbox (wherever the target moved it; with `keep`, --keep, only let go), its private folder and its
+        cgroup are removed. Returns what could not be removed, each "PATH: why"."""
+        folders = [lambda: safefs.remove(self.private)]
+        if not keep:
+            folders.insert(0, lambda: safefs.remove(self.root))
+        failures = _ending.end(self.marker, cgroup=self.cgroup.path if self.cgroup else "", folders=folders)[1]
+        if keep:
+            safefs.release(self.root)
         return failures
-
-    def let_go(self) -> None:
-        """Kept (--keep): stop holding its folders; the private one, clirace's own, is removed all the same."""
-        self.end_strays()
-        safefs.remove(self.private)
-        safefs.release(self.root)
-        if self.cgroup is not None:
-            self.cgroup.remove()
-
-
-def end_run(workdir: Path | str, keep: bool = False) -> list[str]:
-    """SIGKILL whatever any trial of this run (sandboxes under `workdir`) left running, remove the run's folders
-    (the run folder itself unless `keep`) and its cgroup, and mark the run over (its watchdog stands down; a kept
-    `workdir` is no longer a leftover for `sweep_leftovers`). Returns what could not be removed.
-
-    The safety net under every trial's own cleanup: it still works when that cleanup was cut short
-    (an exception, Ctrl-C or SIGTERM in the middle of ending the trial's processes).
-    """
-    end_marked(f"{os.getpid()}:{os.path.join(str(workdir), '')}", prefix=True)
-    return _leftovers.end(workdir, keep)
-
-
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-_adopting = False
-
-
-def adopt_orphans() -> bool:
-    """Make this process the child subreaper of everything it starts, so that a descendant whose parent exits
-    is re-parented here rather than to init; True if that worked (Linux 3.4+).
-
-    Why: the marker in the environment finds a daemon that called setsid(), but not one that also cleared its
-    environment (`env -i`). Adopted, it is still found, as a child of this process (`end_adopted`).
-    Only for a process that clirace owns, the CLI: inside a test runner it would adopt, and end, the orphans of
-    everything else that process runs.
-    """
-    global _adopting
-    try:
-        import ctypes
-        _adopting = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        _adopting = False
-    return _adopting
-
-
-def end_adopted(within: float = 2.0) -> list[int]:
-    """SIGKILL and reap every process this subreaper adopted, and reap those that already ended.
-
-    Call it only where clirace has no child of its own left running or unreaped (a trial's end, the run's
-    end): a child of this process is then an adopted orphan, whatever its environment says.
-    """
-    if not _adopting:
-        return []
-    me, watchdogs = str(os.getpid()), _leftovers.watchdog_pids()  # the watchdogs are children too, and must live on
-    return _kill_until_gone(lambda: [pid for pid in pids() if stat_fields(pid)[1:2] == [me]
-                                     and str(pid) not in watchdogs], within, reap=True)

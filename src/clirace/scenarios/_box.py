@@ -24,8 +24,9 @@ from clirace.errors import InternalError, ServiceFailed, SpecError, TrialFailed
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
 from clirace.history.vocab import EventKind, Failure, Outcome
 from clirace.run import observe, safefs
-from clirace.run.launch import Launcher, Running
-from clirace.run.sandbox import Sandbox, end_adopted
+from clirace.run.cleanup import end_adopted
+from clirace.run.launch import Launcher, Running, stop_all
+from clirace.run.sandbox import Sandbox
 from clirace.scenarios import outlived
 from clirace.scenarios.plan import lock_commands_alone, workloads_for
 from clirace.spec import OwnCommand, Spec, Workload, placeholders
@@ -202,10 +203,7 @@ class Context:
                                       events=tuple(box.events), error=error, failed_by=failure, sandbox=str(root),
                                       **box.fields))
             box.close()
-            if self.keep:
-                sandbox.let_go()
-            else:
-                self.not_removed.extend(sandbox.remove())
+            self.not_removed.extend(sandbox.end(keep=self.keep))
 
     def _served(self, sandbox: Sandbox) -> tuple[Any, str]:
         """The trial's own servers (spec `services`), or why they could not start."""
@@ -434,5 +432,4 @@ class Box:
         self.settle()  # the experiment starts from the setup's state, not from a lock its processes still hold
 
     def end_all(self) -> None:
-        for running in self._running:
-            running.stop()
+        stop_all(list(self._running))  # together: one grace period, one proof that every group is gone

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from clirace.errors import InternalError, PgError, RedisError, ServiceFailed, SpecError
 from clirace.history import ServerOp
-from clirace.run import reap
+from clirace.run import _ending
 from clirace.run.services.meet import ServerAim
 from clirace.run.services.postgres import TEMPLATE, PostgresServer, PostgresTrial, binaries
 from clirace.run.services.proxy import Proxy
@@ -104,7 +104,7 @@ class Services:
         try:
             run_setup(self.spec, sandbox, _Template(self.postgres), commands)
         finally:
-            sandbox.remove()
+            sandbox.end()
 
     def stop(self) -> None:
         if self.postgres is not None:
@@ -130,7 +130,7 @@ class TrialServices:
     def __init__(self, services: Services, private: Path, marker: str):
         self.redis: RedisTrial | None = None
         self.postgres: PostgresTrial | None = None
-        env = {**os.environ, reap.MARKER: marker}  # the trial's marker: its end sweeps what outlives shutdown
+        env = {**os.environ, _ending.MARKER: marker}  # the trial's marker: its end sweeps what outlives shutdown
         try:
             if services.redis:
                 self.redis = RedisTrial(services.redis, private, env)

@@ -29,8 +29,7 @@ import time
 
 from clirace.errors import PgError, ServiceFailed
 from clirace.history import ServerOp
-from clirace.run import cleanup as _leftovers
-from clirace.run import reap
+from clirace.run import _ending, cleanup
 from clirace.run.services._pgwire import Client, literal
 from clirace.run.services.redis import LINE_CAP, MAX_OPS, free_port
 
@@ -77,10 +76,10 @@ class PostgresServer:
         if not (initdb and postgres):
             raise ServiceFailed("initdb or postgres not found")
         uid, gid, self.user = _run_as()
-        base = _leftovers.SHARED_TMP if uid is not None else None  # the unprivileged user reaches it; swept too
+        base = cleanup.SHARED_TMP if uid is not None else None  # the unprivileged user reaches it; swept too
         # A run folder of its own: a killed clirace's watchdog (or the next start's sweep) ends the server and
         # removes the folder.
-        self.folder = _leftovers.make_workdir(base, "pg-")
+        self.folder = cleanup.make_workdir(base, "pg-")
         self.marker = f"{os.getpid()}:{self.folder}/postgres"
         self.data, self.log = self.folder / "data", self.folder / "server.log"
         self._lock = threading.Lock()
@@ -97,7 +96,7 @@ class PostgresServer:
             raise
 
     def _start(self, initdb: str, postgres: str, uid: int | None, gid: int | None) -> None:
-        env = {**os.environ, reap.MARKER: self.marker, "LC_ALL": "C"}
+        env = {**os.environ, _ending.MARKER: self.marker, "LC_ALL": "C"}
         extra_groups: list[int] | None = [] if uid is not None else None  # as another user: none of clirace's groups
         if uid is not None and gid is not None:
             os.chmod(self.folder, 0o711)
@@ -120,7 +119,7 @@ class PostgresServer:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                          start_new_session=True, user=uid, group=gid, extra_groups=extra_groups)
-        _leftovers.keep(self.proc.pid)  # lives across trials: not an orphan for end_adopted to end
+        cleanup.keep(self.proc.pid)  # lives across trials: not an orphan for end_adopted to end
         self.control = self._connect("postgres")
         self.control.query(f"CREATE DATABASE {TEMPLATE}")
 
@@ -179,10 +178,9 @@ class PostgresServer:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait()
-                _leftovers.unkeep(self.proc.pid)
-        finally:  # whatever cut the above short, the server's processes and folder go
-            reap.end_marked(self.marker)
-            _leftovers.end(self.folder)
+                cleanup.unkeep(self.proc.pid)
+        finally:  # whatever cut the above short, the server's processes (marked below its folder) and folder go
+            cleanup.end_run(self.folder)
 
 
 class PostgresTrial:
