@@ -114,32 +114,39 @@ class Context:
         own = [dataclasses.replace(self, trials=[], earlier=[*self.earlier, *self.trials], sweeping=False)
                for _ in experiments]
 
-        def guarded(experiment: Callable[[Context], None], ctx: Context) -> None:
+        def guarded(experiment: Callable[[Context], None], ctx: Context, done: threading.Event) -> None:
             try:
                 experiment(ctx)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
                 errors.append(exc)
+            finally:
+                done.set()
 
+        # Each is waited for through an Event of its own, never Thread.join: a join that Ctrl-C interrupts marks
+        # the thread ended while it still runs (CPython 3.11's bpo-45274 handling releases the running thread's
+        # own lock, and its end then fails with "release unlocked lock"), so the run's cleanup began while a trial
+        # still wrote in its sandbox, and found it not empty.
+        dones = [threading.Event() for _ in experiments]
         # (No sweep of adopted orphans while they run: another trial's children look adopted too.)
-        threads = [threading.Thread(target=guarded, args=pair, daemon=True) for pair in zip(experiments, own, strict=False)]
+        threads = [threading.Thread(target=guarded, args=(experiment, ctx, done), daemon=True)
+                   for experiment, ctx, done in zip(experiments, own, dones, strict=True)]
+        started: list[threading.Event] = []
         try:
-            for thread in threads:
+            for thread, done in zip(threads, dones, strict=True):
+                started.append(done)  # (before start: an interrupt inside start() comes once the thread runs)
                 thread.start()
-            for thread in threads:
-                thread.join()
+            for done in started:
+                done.wait()
         except BaseException:  # an interrupt reaches this thread only: the others must stop before the run ends,
             self.halt.set()  # or they go on starting processes and making sandboxes after its cleanup
             for box in list(self.live):
                 box.end_all()
             # Each stops at its next step, its processes ended above. The run's cleanup must not begin while one
-            # still ends its trial (it writes the record and removes its sandbox): that cleanup once found a
-            # sandbox not empty. So all are waited for, up to HALT_WAIT at first and HALT_GIVE_UP in all.
-            started = time.monotonic()
-            for thread in threads:
-                try:
-                    thread.join(max(HALT_WAIT, HALT_GIVE_UP - (time.monotonic() - started)))
-                except RuntimeError:  # not started: the interrupt came while they were being started
-                    pass
+            # still ends its trial (it writes the record and removes its sandbox). So all are waited for, up to
+            # HALT_WAIT at first and HALT_GIVE_UP in all.
+            begun = time.monotonic()
+            for done in started:
+                done.wait(max(HALT_WAIT, HALT_GIVE_UP - (time.monotonic() - begun)))
             raise
         finally:
             for ctx in own:
