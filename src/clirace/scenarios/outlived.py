@@ -15,15 +15,13 @@ Two places look for them, by the invocation marker in their environment (launch.
 """
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from clirace.checks import timing
 from clirace.history import Invocation, Leftover
-from clirace.run import procfs
+from clirace.run import _ending, procfs
 from clirace.run.launch import INVOCATION_MARKER, Running
 
 LEFTOVER_WAIT = 1.0  # how long a leftover that is still working is given to end by itself (an idle one is ended)
@@ -95,14 +93,7 @@ def let_go(found: list[Leftover], wait: float = LEFTOVER_WAIT) -> list[Leftover]
     timing.settle(remaining, started + wait, poll=0.005)
     waited = round(time.monotonic() - started, 3)
     ended = remaining()
-    for pid in ended:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + GONE_WAIT
-    while remaining() and time.monotonic() < deadline:
-        time.sleep(0.005)
+    _ending.kill_until_gone(lambda: [pid for pid in ended if procfs.alive(pid)], within=GONE_WAIT)
     # One still there (a loaded machine may take longer to end it) still holds its lock: a command run again now
     # would be refused by it, and that refusal taken for the command's own (a spec error), so it counts as running.
     survivors = set(remaining())
