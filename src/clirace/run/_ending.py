@@ -86,13 +86,15 @@ def _dead(pid: int) -> bool:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
-    return all(_stat(f"/proc/{pid}/task/{tid}")[:1] in ([], ["Z"], ["X"]) for tid in threads)
+    return all(stat_fields(int(tid))[:1] in ([], ["Z"], ["X"]) for tid in threads)
 
 
-def _stat(folder: str) -> list[str]:
-    """The fields of FOLDER/stat after "pid (comm)": state, ppid, pgrp, ...; [] once it is gone."""
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, session, ...; [] once it is gone.
+    (comm may hold spaces and parentheses, hence the split at the last ")".) A thread's id reads its own.
+    The one reader of that file: procfs gives it to the rest of clirace."""
     try:
-        with open(f"{folder}/stat", "rb") as handle:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
             return handle.read().rsplit(b")", 1)[1].decode(errors="replace").split()
     except (OSError, IndexError):
         return []
@@ -103,7 +105,7 @@ def in_groups(groups: Sequence[int]) -> list[int]:
     is read from /proc/PID/stat, which a dying process keeps until it is reaped."""
     wanted = [str(group) for group in groups]
     return [int(entry) for entry in os.listdir("/proc")
-            if entry.isdigit() and _stat(f"/proc/{entry}")[2:3] in ([group] for group in wanted)
+            if entry.isdigit() and stat_fields(int(entry))[2:3] in ([group] for group in wanted)
             and not _dead(int(entry))]
 
 

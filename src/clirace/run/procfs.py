@@ -7,6 +7,9 @@ import stat
 from collections.abc import Iterator
 from typing import NamedTuple
 
+# The one reader of /proc/PID/stat lives in _ending (the watchdog reads it too, without clirace): re-exported.
+from clirace.run._ending import stat_fields as stat_fields
+
 
 def pids() -> Iterator[int]:
     """Every process on the machine but this one."""
@@ -14,16 +17,6 @@ def pids() -> Iterator[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != me:
             yield int(entry)
-
-
-def stat_fields(pid: int) -> list[str]:
-    """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, session, ...; [] once it is gone.
-    (comm may hold spaces and parentheses, hence the split at the last ")".)"""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].decode(errors="replace").split()
-    except (OSError, IndexError):
-        return []
 
 
 def environ(pid: int) -> bytes:
