@@ -41,7 +41,7 @@ from clirace.history import FileOp
 from clirace.run import locking
 from clirace.run.launch import Running
 from clirace.run.observe import parse_line
-from clirace.run.procfs import lock_waiters, stat_fields
+from clirace.run.procfs import alive, lock_waiters
 from clirace.run.stopper import (
     POLL,
     READ_CALLS,
@@ -253,7 +253,7 @@ class Rendezvous(Meeting):
         so a read that ended then would go unstopped. A thread that never joins within PATIENCE (a stuck
         one) is not waited for."""
         member._stop_seen = member._stop_seen or now
-        live = [tid for tid in member.log.pids() if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+        live = [tid for tid in member.log.pids() if alive(tid)]
         joined = all(member.log.stopped.get(tid, 0) > member._continued.get(tid, 0) for tid in live)
         return joined or now - member._stop_seen >= PATIENCE
 

@@ -61,7 +61,7 @@ from typing import Protocol
 
 from clirace.errors import NotAvailable as NotAvailable  # raised here; tests import it from here
 from clirace.run import locking, observe
-from clirace.run.procfs import proc_locks, stat_fields
+from clirace.run.procfs import alive, proc_locks
 
 STOPPED = "--- stopped by SIGSTOP ---"
 READ_CALLS = "read,pread64,readv,preadv,preadv2,mmap"  # the first read of the state opens a read-modify-write
@@ -240,7 +240,7 @@ def ended(running: Process) -> bool:
     proc = getattr(running, "proc", None)
     if proc is not None and proc.returncode is not None:
         return True
-    return stat_fields(running.pid)[:1] in ([], ["Z"], ["X"])
+    return not alive(running.pid)
 
 
 class Continuer:
@@ -539,7 +539,7 @@ class KillAfter:
                 # Only the processes that stopped: the others (a parent shell waiting, a shim's helpers) go on.
                 groups = {process_of(stop.pid) for stop in self.stops.pending}
                 live = [tid for group in groups for tid in _threads(group)
-                        if stat_fields(tid)[:1] not in ([], ["Z"], ["X"])]
+                        if alive(tid)]
                 if not (all(self.stops.stopped.get(tid, 0) > continued.get(tid, 0) for tid in live)
                         or now - seen >= JOIN_PATIENCE):
                     time.sleep(POLL)
