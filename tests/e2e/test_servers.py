@@ -169,6 +169,35 @@ def test_a_postgres_server_that_cannot_start_is_clirace_or_the_machine_not_the_s
     assert "not the spec's" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@needs_postgres
+@pytest.mark.timeout(90)
+def test_a_postgres_server_whose_port_another_checks_server_took_starts_on_another(monkeypatch):
+    """Two checks at once each start a server on a port free a moment before. Should the other's server bind it
+    first, this one's cannot, and clirace's own connection (trust, same user) would reach the other's server: its
+    trials would then meet the other check's databases (before the fix: `CREATE DATABASE clirace_template` on the
+    other's server, "already exists"). Here the first free port handed to the second server is the first
+    server's own: it must end on a port and a data folder of its own, the first untouched."""
+    from clirace.run.services import postgres
+    from clirace.run.services.redis import free_port
+
+    first = postgres.PostgresServer()
+    try:
+        ports = iter([first.port])
+        monkeypatch.setattr(postgres, "free_port", lambda: next(ports, None) or free_port())
+        second = postgres.PostgresServer()
+        try:
+            assert second.port != first.port
+            assert second._ours(second._control()) and not second._ours(first._control())
+            assert first._ours(first._control())
+            trial = second.trial()
+            assert trial is not None
+        finally:
+            second.stop()
+        assert first._ours(first._control())  # the first server still runs, and is still the first's
+    finally:
+        first.stop()
+
+
 @needs_redis
 @pytest.mark.timeout(60)
 def test_monitor_keeps_every_command_across_a_quiet_spell_longer_than_its_socket_timeout(tmp_path):

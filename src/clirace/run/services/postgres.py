@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 from clirace.errors import PgError, ServiceFailed
 from clirace.history import ServerOp
@@ -109,19 +110,49 @@ class PostgresServer:
                               extra_groups=extra_groups)
         if init.returncode != 0:
             raise ServiceFailed(f"initdb failed ({init.returncode}): {' '.join(init.stderr.split())[-300:]}")
-        self.port = free_port()
-        settings = {"listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": "",
-                    "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off",
-                    "log_statement": "all", "log_line_prefix": "%n %p %d %v ", "log_min_messages": "warning",
-                    "log_min_error_statement": "error", "update_process_title": "off", "max_connections": "200",
-                    "dynamic_shared_memory_type": "mmap", "shared_buffers": "16MB", "autovacuum": "off"}
-        args = [postgres, "-D", str(self.data), *(a for k, v in settings.items() for a in ("-c", f"{k}={v}"))]
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                         start_new_session=True, user=uid, group=gid, extra_groups=extra_groups)
-        cleanup.keep(self.proc.pid)  # lives across trials: not an orphan for end_adopted to end
-        self.control = self._connect("postgres")
-        self.control.query(f"CREATE DATABASE {TEMPLATE}")
+        for _ in range(5):  # another process may take the free port before the server binds it
+            self.port = free_port()
+            settings = {"listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": "",
+                        "fsync": "off", "full_page_writes": "off", "synchronous_commit": "off",
+                        "log_statement": "all", "log_line_prefix": "%n %p %d %v ", "log_min_messages": "warning",
+                        "log_min_error_statement": "error", "update_process_title": "off", "max_connections": "200",
+                        "dynamic_shared_memory_type": "mmap", "shared_buffers": "16MB", "autovacuum": "off"}
+            args = [postgres, "-D", str(self.data), *(a for k, v in settings.items() for a in ("-c", f"{k}={v}"))]
+            said_before = self.log.stat().st_size if self.log.exists() else 0
+            with open(self.log, "ab") as out:
+                self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                             start_new_session=True, user=uid, group=gid, extra_groups=extra_groups)
+            cleanup.keep(self.proc.pid)  # lives across trials: not an orphan for end_adopted to end
+            try:
+                self.control = self._connect("postgres")
+            except ServiceFailed:
+                with open(self.log, "rb") as log:
+                    log.seek(said_before)
+                    if b"Address already in use" not in log.read():
+                        raise
+                self.proc.wait()  # it exited: _connect saw it gone
+                cleanup.unkeep(self.proc.pid)
+                continue
+            if self._ours(self.control):
+                break
+            # Another check's server took the port between free_port() and this one's bind (and trusts loopback
+            # too): this server cannot bind it and is ending. Its trials must never meet the other's databases.
+            self.control.close()
+            self.control = None
+            self.proc.kill()
+            self.proc.wait()
+            cleanup.unkeep(self.proc.pid)
+        else:
+            raise ServiceFailed("postgres found no free loopback port in five tries")
+        self._control().query(f"CREATE DATABASE {TEMPLATE}")
+
+    def _ours(self, client: Client) -> bool:
+        """Whether `client` reached this check's own server: the one whose data folder is ours."""
+        try:
+            rows = client.query("SHOW data_directory")
+        except (OSError, PgError):
+            return False
+        return bool(rows) and rows[0][0] is not None and Path(rows[0][0]).resolve() == self.data.resolve()
 
     def _control(self) -> Client:
         """clirace's own session on the server, open from its start to its stop."""
