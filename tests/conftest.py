@@ -31,7 +31,8 @@ def pytest_configure(config):
 # CLI on every bad spec): under pytest-xdist (`--dist loadgroup`, pyproject.toml) each runs in one worker, so that
 # fixture runs once, not once per worker; every other test goes to whichever worker is free.
 SHARED_FIXTURE_MODULES = {"test_fuzz_spec", "test_result_schema", "test_bad_specs", "test_cli", "test_fuzz_history",
-                          "test_hostile_reports", "test_replay_only", "test_reach", "test_runtimes"}
+                          "test_hostile_reports", "test_reach", "test_runtimes"}
+# (test_replay_only groups its tests per fixture itself: one module-wide group was 400 s in one worker.)
 
 
 def pytest_xdist_auto_num_workers(config):

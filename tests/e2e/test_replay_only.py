@@ -60,8 +60,11 @@ FIRST_RUNS = {
                                       ("lock-wait-timeout", "lock-error-structured")),
 }
 NEVER_WAITS = "adversarial/never-waits-plain"
+# Under pytest-xdist (`--dist loadgroup`) the replays of one fixture stay in one worker, so that its first run is
+# made once; the fixtures themselves spread over the workers (all together they are some 400 s of one core).
 REPLAYS = [pytest.param(fixture, check, id=check + ("-never-waits" if fixture == NEVER_WAITS else ""),
-                        marks=[NO_REDIS] if fixture.startswith("servers/redis") else [])
+                        marks=[pytest.mark.xdist_group(f"replay-{fixture}")]
+                        + ([NO_REDIS] if fixture.startswith("servers/redis") else []))
            for fixture, (_options, checks) in FIRST_RUNS.items() for check in checks]
 # A trial whose outcome does not rest on timing first: a rendezvous round, then the lock and kill experiments.
 _DETERMINED = ("at a rendezvous", "lock-", "writer-killed", "session:")
