@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+try:
+    from _pytest.nodeid import NodeId  # pytest >= 9.2: see pytest_collection_modifyitems
+except ImportError:
+    NodeId = None
+
 # pytest rewrites the asserts of every module of tests/ and of the distributions that register a pytest11 plugin (all
 # of clirace and hypothesis), and keeps the rewritten code in __pycache__, which it reads back on every run. Where
 # PYTHONDONTWRITEBYTECODE is set (CI images often set it) it writes none, so every process, each xdist worker too,
@@ -103,10 +108,18 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the mark
+def pytest_collection_modifyitems(config, items):
+    """Mark the SHARED_FIXTURE_MODULES' tests with their xdist group, and in an xdist worker (`--dist loadgroup`) put
+    the group in each test's id, as `name@group`, which is what the scheduler groups by. pytest-xdist 3.8 does it by
+    setting item._nodeid, which pytest 9.2 no longer reads (a node's id is its _id): without this every group was
+    split over both workers and its shared fixture ran in each (test_bad_specs' ~20 CLI runs twice)."""
+    grouping = config.getoption("loadgroup", default=False)
     for item in items:
         if item.path.stem in SHARED_FIXTURE_MODULES:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+            if grouping and isinstance(getattr(item, "_id", None), NodeId):
+                item._id = NodeId.parse(f"{item.nodeid}@{item.path.stem}")
 
 
 def run_clirace(*args, timeout: float = 120, env=None, cwd=None) -> subprocess.CompletedProcess:
