@@ -94,10 +94,10 @@ def pytest_configure(config):
 
 
 # Modules whose tests share one expensive module- or session-scoped fixture (a live check, a Go/Rust/C build, the
-# CLI on every bad spec): under pytest-xdist (`--dist loadgroup`, pyproject.toml) each runs in one worker, so that
-# fixture runs once, not once per worker; every other test goes to whichever worker is free.
+# CLI on every bad spec, src's import graph): under pytest-xdist (`--dist loadgroup`, pyproject.toml) each runs in
+# one worker, so that fixture runs once, not once per worker; every other test goes to whichever worker is free.
 SHARED_FIXTURE_MODULES = {"test_fuzz_spec", "test_result_schema", "test_bad_specs", "test_cli", "test_fuzz_history",
-                          "test_hostile_reports", "test_replay_only", "test_reach", "test_runtimes"}
+                          "test_hostile_reports", "test_replay_only", "test_reach", "test_runtimes", "test_layout"}
 
 
 def pytest_xdist_auto_num_workers(config):
