@@ -10,10 +10,76 @@ from pathlib import Path
 
 import pytest
 
-from .procs import no_leftovers  # noqa: F401 - a fixture shared by the tests that run hostile targets
+try:
+    from _pytest.nodeid import NodeId  # pytest >= 9.2: see pytest_collection_modifyitems
+except ImportError:
+    NodeId = None
+
+# pytest rewrites the asserts of every module of tests/ and of the distributions that register a pytest11 plugin (all
+# of clirace and hypothesis), and keeps the rewritten code in __pycache__, which it reads back on every run. Where
+# PYTHONDONTWRITEBYTECODE is set (CI images often set it) it writes none, so every process, each xdist worker too,
+# rewrites ~240 modules again: about 4 s of CPU a process (collecting the fast subset: 6.3-7.3 s, then 2.4-2.6 s).
+# Let this process write it (pytest_configure compiles clirace for the same reason). Set before the imports below so
+# that they are cached too; the processes the tests start keep the variable.
+sys.dont_write_bytecode = False
+
+from .procs import no_leftovers  # noqa: E402, F401 - a fixture shared by the tests that run hostile targets
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def may_select_e2e(markexpr: str) -> bool:
+    """Whether the `-m` expression can select a test marked e2e (every test in tests/e2e is: its conftest.py).
+
+    Exact: the expression is evaluated with `e2e` true and every other marker it names (with or without
+    arguments, `e2e(...)` included) both true and false, in every combination it reaches, and the answer is
+    yes if any selects the test. No `-m`, and an expression this pytest cannot parse here, say yes."""
+    if not markexpr:
+        return True
+    try:
+        from _pytest.mark.expression import Expression  # no public name; a pytest without it collects everything
+        expression = Expression.compile(markexpr)
+    except Exception:  # noqa: BLE001 - pytest itself reports a bad expression, after collecting
+        return True
+    choices: list[bool] = []  # the value of each other marker, in the order one path of the evaluation asks them
+    while True:
+        selected, reached = _evaluate(expression, choices)
+        if selected:
+            return True
+        del choices[reached:]
+        while choices and choices[-1]:  # next path: the last marker still false turns true
+            choices.pop()
+        if not choices:
+            return False
+        choices[-1] = True
+
+
+def _evaluate(expression, choices: list[bool]) -> tuple[bool, int]:
+    """Evaluate with `e2e` true and the other markers as `choices` says, in the order they are asked (false past
+    its end, appended); return the answer and how many markers were asked."""
+    values: dict[tuple, bool] = {}
+
+    def matcher(name: str, /, **kwargs) -> bool:
+        if name == "e2e" and not kwargs:
+            return True
+        key = (name, tuple(sorted(kwargs.items())))
+        if key not in values:
+            if len(values) == len(choices):
+                choices.append(False)
+            values[key] = choices[len(values)]
+        return values[key]
+
+    return expression.evaluate(matcher), len(values)
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    """Skip importing tests/e2e (42 modules, ~2 s of CPU in each xdist worker) when `-m` deselects all of it anyway,
+    as the fast subset's `-m "not e2e"` does; its tests are then not counted as deselected."""
+    if collection_path == E2E and not may_select_e2e(config.option.markexpr):
+        return True
+    return None
 
 
 def pytest_configure(config):
@@ -28,11 +94,11 @@ def pytest_configure(config):
 
 
 # Modules whose tests share one expensive module- or session-scoped fixture (a live check, a Go/Rust/C build, the
-# CLI on every bad spec): under pytest-xdist (`--dist loadgroup`, pyproject.toml) each runs in one worker, so that
-# fixture runs once, not once per worker; every other test goes to whichever worker is free.
+# CLI on every bad spec, src's import graph): under pytest-xdist (`--dist loadgroup`, pyproject.toml) each runs in
+# one worker, so that fixture runs once, not once per worker; every other test goes to whichever worker is free.
 SHARED_FIXTURE_MODULES = {"test_fuzz_spec", "test_result_schema", "test_bad_specs", "test_cli", "test_fuzz_history",
-                          "test_hostile_reports", "test_reach", "test_runtimes"}
-# (test_replay_only groups its tests per fixture itself: one module-wide group was 400 s in one worker.)
+                          "test_hostile_reports", "test_reach", "test_runtimes", "test_layout"}
+# (test_replay_only marks its tests with a group per fixture itself: one module-wide group was 400 s in one worker.)
 
 
 def pytest_xdist_auto_num_workers(config):
@@ -43,10 +109,21 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the mark
+def pytest_collection_modifyitems(config, items):
+    """Mark the SHARED_FIXTURE_MODULES' tests with their xdist group, and in an xdist worker (`--dist loadgroup`) put
+    the group in each test's id, as `name@group`, which is what the scheduler groups by. pytest-xdist 3.8 does it by
+    setting item._nodeid, which pytest 9.2 no longer reads (a node's id is its _id): without this every group was
+    split over both workers and its shared fixture ran in each (test_bad_specs' ~20 CLI runs twice)."""
+    grouping = config.getoption("loadgroup", default=False)
     for item in items:
         if item.path.stem in SHARED_FIXTURE_MODULES:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        group = item.get_closest_marker("xdist_group")  # a module's, or one a test sets itself (test_replay_only)
+        if group is None or not group.args:
+            continue
+        if grouping and NodeId is not None and isinstance(getattr(item, "_id", None), NodeId):
+            item._id = NodeId.parse(f"{item.nodeid}@{group.args[0]}")
 
 
 def run_clirace(*args, timeout: float = 120, env=None, cwd=None) -> subprocess.CompletedProcess:

@@ -111,7 +111,10 @@ def _trial(history: History, name: str):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("fixture, check", REPLAYS)
-def test_the_printed_replay_of_each_check_runs_the_same_trial_and_finds_it_again(first_runs, fixture, check, tmp_path):
+def test_the_printed_replay_of_each_check_runs_the_same_trial_and_finds_it_again(first_runs, fixture, check, tmp_path,
+                                                                               request):
+    # its fixture's group (REPLAYS) is in its id under --dist loadgroup (tests/conftest.py), so one worker runs it
+    assert request.node.nodeid.endswith(f"@replay-{fixture}") == bool(request.config.getoption("loadgroup", False))
     result, history = first_runs(fixture)
     mine = [f for f in result["findings"] if f["code"] in EXPERIMENTS[check].codes]
     assert mine, f"the first run of {fixture} found nothing of {check}"

@@ -3,6 +3,7 @@ lower layer to a higher one, and a root of at most 12 entries (README, Layout)."
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "clirace"
@@ -49,6 +50,7 @@ def imports(path: Path, name: str, known: set[str]) -> set[str]:
     return {m for m in found if m in known and m != name}
 
 
+@functools.cache  # read once for the two tests that check it (~1 s of CPU each; tests/conftest.py keeps them together)
 def graph() -> dict[str, set[str]]:
     found = modules()
     return {name: imports(path, name, set(found)) for name, path in found.items()}

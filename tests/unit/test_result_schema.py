@@ -43,3 +43,10 @@ def test_a_result_with_a_gate_and_a_baseline_and_a_list_of_them_validate(result_
     data = json.loads(to_json([result, judge(observed_counter_history())]))
     jsonschema.Draft202012Validator(result_schema).validate(data)
     assert data[0]["gate"]["enforced"] is False and data[0]["baseline"]["findings"]
+
+
+def test_this_modules_tests_are_one_xdist_group(request):
+    """tests/conftest.py pins this module to one xdist worker (SHARED_FIXTURE_MODULES: the schema fixture runs once):
+    under `--dist loadgroup` the scheduler groups by the `@group` at the end of a test's id, so it must be there
+    (pytest-xdist 3.8 failed to put it under pytest 9.2), and must not be without xdist."""
+    assert request.node.nodeid.endswith("@test_result_schema") == bool(request.config.getoption("loadgroup", False))
