@@ -100,10 +100,24 @@ def stat_fields(pid: int) -> list[str]:
         return []
 
 
+def group_exists(pgid: int) -> bool:
+    """Whether any process (a zombie too) is in the process group `pgid`: one call, where a scan of /proc reads
+    every process on the machine (a check ends and inspects groups a few thousand times)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it exists
+        pass
+    return True
+
+
 def in_groups(groups: Sequence[int]) -> list[int]:
     """The processes of the process groups `groups` that have not finished exiting. Unlike a marker, the group
     is read from /proc/PID/stat, which a dying process keeps until it is reaped."""
-    wanted = [str(group) for group in groups]
+    wanted = [str(group) for group in groups if group_exists(group)]
+    if not wanted:
+        return []
     return [int(entry) for entry in os.listdir("/proc")
             if entry.isdigit() and stat_fields(int(entry))[2:3] in ([group] for group in wanted)
             and not _dead(int(entry))]
