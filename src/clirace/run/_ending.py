@@ -93,11 +93,19 @@ def stat_fields(pid: int) -> list[str]:
     """The fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, session, ...; [] once it is gone.
     (comm may hold spaces and parentheses, hence the split at the last ")".) A thread's id reads its own.
     The one reader of that file: procfs gives it to the rest of clirace."""
+    try:  # (os.open, not open(): scans of every process read it thousands of times a check, at half the cost)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].decode(errors="replace").split()
+        data = b""
+        while chunk := os.read(fd, 4096):
+            data += chunk
+        return data.rsplit(b")", 1)[1].decode(errors="replace").split()
     except (OSError, IndexError):
         return []
+    finally:
+        os.close(fd)
 
 
 def group_exists(pgid: int) -> bool:
