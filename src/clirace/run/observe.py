@@ -167,15 +167,17 @@ def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[
 
 # The bulk of a trace, an interpreter opening and closing its own modules, as file_events would drop it: a
 # read-only open that returned an fd on a file named without escapes, or a close of such an fd. Read by one
-# regular expression, not parsed (parse_line costs about ten times as much), when that file is outside the sandbox.
-_READ_ONLY_OPEN = re.compile(r"\s*(?:\d+\.\d+\s+)?(?:open|openat|openat2)\((?!.*\bO_(?:WRONLY|RDWR|CREAT|TRUNC)(?![A-Z]))"
-                             r".*\)\s+=\s+\d+<([^>\\]+)>\s*$")
+# regular expression, not parsed (parse_line costs several times as much), when that file is outside the sandbox.
+_OPEN_ELSEWHERE = re.compile(r"\s*(?:\d+\.\d+\s+)?(?:open|openat|openat2)\(.*\)\s+=\s+\d+<([^>\\]+)>\s*$")
 _CLOSE = re.compile(r"\s*(?:\d+\.\d+\s+)?close\(\d+<([^>\\]*)>\)\s+=")
+_WRITING_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC")  # anywhere in the line: then it is parsed
 
 
 def _elsewhere(line: str, root: str) -> bool:
-    """Whether file_events would drop this line for `root` (see _READ_ONLY_OPEN); False when unsure."""
-    found = _CLOSE.match(line) or _READ_ONLY_OPEN.match(line)
+    """Whether file_events would drop this line for `root` (see _OPEN_ELSEWHERE); False when unsure."""
+    found = _CLOSE.match(line)
+    if found is None and not any(flag in line for flag in _WRITING_FLAGS):
+        found = _OPEN_ELSEWHERE.match(line)
     return found is not None and not found[1].startswith(root)
 
 
