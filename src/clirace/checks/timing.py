@@ -75,24 +75,27 @@ class Usage:
     def __init__(self, pgid: int, wrapper: int | None = None):
         self.pgid, self.wrapper = pgid, wrapper
         self.started = time.monotonic()
-        self.cpu = self._cpu()
-        self.switches = self._switches()
+        members = self._members()  # (one scan of /proc for the group: it reads every process on the machine)
+        self.cpu = self._cpu(members)
+        self.switches = self._switches(members)
 
     def _members(self) -> list[int]:
         return [pid for pid in procfs.group(self.pgid) if pid != self.wrapper]
 
-    def _cpu(self) -> int:
-        return sum(cpu_ns(pid) for pid in self._members())
+    @staticmethod
+    def _cpu(members: list[int]) -> int:
+        return sum(cpu_ns(pid) for pid in members)
 
-    def _switches(self) -> dict[int, int]:
-        return {pid: procfs.voluntary_switches(pid) for pid in self._members()}
+    @staticmethod
+    def _switches(members: list[int]) -> dict[int, int]:
+        return {pid: procfs.voluntary_switches(pid) for pid in members}
 
     def read(self) -> Watched:
         members = self._members()
         states = tuple((procfs.stat_fields(pid)[:1] or ["?"])[0] for pid in members)
-        wakes = sum(max(0, count - self.switches.get(pid, 0)) for pid, count in self._switches().items())
+        wakes = sum(max(0, count - self.switches.get(pid, 0)) for pid, count in self._switches(members).items())
         return Watched(seconds=round(time.monotonic() - self.started, 3),
-                       cpu_seconds=round(max(0, self._cpu() - self.cpu) / 1e9, 4), states=states,
+                       cpu_seconds=round(max(0, self._cpu(members) - self.cpu) / 1e9, 4), states=states,
                        sleeping_in=tuple(procfs.wchan(pid) for pid in members), wakes=wakes,
                        blocked=blocked_on_lock(self._looked(members, states), 0 if self.wrapper else wakes))
 

@@ -155,12 +155,30 @@ def file_events(out_prefix: Path, cwd: str, within: str | None = None) -> tuple[
     for trace in sorted(out_prefix.parent.glob(out_prefix.name + ".*")):
         pid = int(trace.suffix[1:]) if trace.suffix[1:].isdigit() else 0
         for line in own_lines(trace):
+            if root is not None and _elsewhere(line, root):
+                continue
             op = parse_line(line, cwd, pid)
             if op and (root is None or op.writes or op.lock or op.call in PROCESS_CALLS
                        or any(p.startswith(root) for p in op.paths)):
                 ops.append(op)
     # In the order they happened, across threads and processes (traces with times: -ttt); per process as written.
     return tuple(sorted(ops, key=lambda op: op.at))
+
+
+# The bulk of a trace, an interpreter opening and closing its own modules, as file_events would drop it: a
+# read-only open that returned an fd on a file named without escapes, or a close of such an fd. Read by one
+# regular expression, not parsed (parse_line costs several times as much), when that file is outside the sandbox.
+_OPEN_ELSEWHERE = re.compile(r"\s*(?:\d+\.\d+\s+)?(?:open|openat|openat2)\(.*\)\s+=\s+\d+<([^>\\]+)>\s*$")
+_CLOSE = re.compile(r"\s*(?:\d+\.\d+\s+)?close\(\d+<([^>\\]*)>\)\s+=")
+_WRITING_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC")  # anywhere in the line: then it is parsed
+
+
+def _elsewhere(line: str, root: str) -> bool:
+    """Whether file_events would drop this line for `root` (see _OPEN_ELSEWHERE); False when unsure."""
+    found = _CLOSE.match(line)
+    if found is None and not any(flag in line for flag in _WRITING_FLAGS):
+        found = _OPEN_ELSEWHERE.match(line)
+    return found is not None and not found[1].startswith(root)
 
 
 def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 # The one reader of /proc/PID/stat lives in _ending (the watchdog reads it too, without clirace): re-exported.
+from clirace.run._ending import group_exists as group_exists
+from clirace.run._ending import group_of as group_of
 from clirace.run._ending import stat_fields as stat_fields
 
 
@@ -51,7 +53,9 @@ def voluntary_switches(pid: int) -> int:
 
 def group(pgid: int) -> list[int]:
     """Processes whose process group is `pgid` (each invocation leads its own group)."""
-    return [pid for pid in pids() if stat_fields(pid)[2:3] == [str(pgid)]]
+    if not group_exists(pgid):
+        return []
+    return [pid for pid in pids() if group_of(pid) == pgid]
 
 
 def children_of(ppid: int) -> list[int]:

@@ -152,11 +152,13 @@ class StopLog:
 
     def pids(self) -> list[int]:
         """Every process strace has traced for this invocation (a file exists from the moment it attaches)."""
-        found = []
-        for trace in self.prefix.parent.glob(self.prefix.name + ".*"):
-            if trace.suffix[1:].isdigit():
-                found.append(int(trace.suffix[1:]))
-        return sorted(found)
+        name = self.prefix.name + "."  # (a listing, not Path.glob: read at every poll of a rendezvous, 2 ms apart)
+        try:
+            entries = os.listdir(self.prefix.parent)
+        except OSError:
+            return []
+        return sorted(int(pid) for entry in entries if entry.startswith(name)
+                      and (pid := entry.rpartition(".")[2]).isdigit())
 
     def poll(self) -> list[Stop]:
         """New stops since the last poll."""
