@@ -27,8 +27,6 @@ from clirace.cli._checking import Signals, check_each
 from clirace.cli._outputs import FORMATS
 
 if TYPE_CHECKING:
-    from typer._click import Context, HelpFormatter
-
     from clirace.cli._checking import Item
     from clirace.cli._outputs import Outputs, Pinned
     from clirace.verdict.baseline import Snapshot
@@ -36,17 +34,6 @@ if TYPE_CHECKING:
     from clirace.verdict.result import Result
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-
-
-class _Command(typer.core.TyperCommand):
-    """Help without Python types: Typer prints an argument's annotation (`SPECS... <list[Path]>`) beside its
-    metavar, which says nothing to a user; options show their metavar (N, PATH, CHECK) or their choices."""
-
-    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
-        for param in self.params:
-            if isinstance(param, typer.core.TyperArgument):
-                param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
-        super().format_help(ctx, formatter)
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
                   help="Run a CLI's mutating commands in parallel and score how it copes (rubric §15).")
 
@@ -74,9 +61,9 @@ SPECS_HELP = ("Spec files, or directories holding clirace.yaml or *.clirace.yaml
               "specs in the nearest pyproject.toml). `clirace init` writes a starter, `clirace validate` checks it.")
 
 
-@app.command(cls=_Command)
+@app.command()
 def check(
-    specs: list[Path] | None = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
+    specs: list[Path] | None = typer.Argument(None, metavar="SPEC...", help=SPECS_HELP, show_default=False),
     format: Format = typer.Option("text", "--format", "--output-format", "-f", help=FORMAT_HELP),
     min_score: int | None = typer.Option(None, "--min-score", metavar="N", min=0, max=3, help=MIN_SCORE_HELP),
     exit_zero: bool = typer.Option(False, "--exit-zero", help=EXIT_ZERO_HELP),
@@ -196,7 +183,7 @@ def _exit_code(items: list[Item], judged: bool = False) -> int:
     return max(codes, default=errors.EXIT_OK)
 
 
-@app.command(cls=_Command)
+@app.command()
 def judge(
     histories: list[Path] = typer.Argument(..., metavar="HISTORY...", help="A history saved by `clirace check --history`, or the histories of every shard of one check (`--shard K/N`), joined into one verdict."),
     format: Format = typer.Option("text", "--format", "--output-format", "-f", help=FORMAT_HELP),
@@ -236,7 +223,7 @@ def judge(
     raise typer.Exit(_exit_code([item], judged=True))
 
 
-@app.command(cls=_Command)
+@app.command()
 def diff(
     old: Path = typer.Argument(..., metavar="OLD", help="The earlier run: a saved JSON result (--format json) or history (--history)."),
     new: Path = typer.Argument(..., metavar="NEW", help="The later run, the same way."),
@@ -274,7 +261,7 @@ def _terminated(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-@app.command(cls=_Command)
+@app.command()
 def schema(
     result: bool = typer.Option(False, "--result", help="Print the schema of `--format json` output instead."),
 ) -> None:
@@ -299,7 +286,7 @@ def _main(
     """Run a CLI's mutating commands in parallel and score how it copes (rubric §15)."""
 
 
-@app.command(cls=_Command)
+@app.command()
 def checks(
     format: str = typer.Option("text", "--format", "--output-format", "-f", metavar="FORMAT",
                                help="text (for reading) or json (for tools).", show_default=True),
@@ -351,7 +338,7 @@ def checks(
               [f"from check {rule['check']}", *([rule["fix"]] if rule.get("fix") else [])], 8)
 
 
-@app.command(cls=_Command)
+@app.command()
 def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code or its name (CR202, lost-key), a criterion id "
                                        "(lock-excludes) or a check name (counter); see `clirace checks`.")) -> None:
     """Explain a finding: what it means, why it matters to an agent calling the tool, how to fix it. Given a
@@ -382,9 +369,9 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
 ValidateFormat = Enum("ValidateFormat", {name: name for name in ("text", "json")}, type=str)  # type: ignore[misc]
 
 
-@app.command(cls=_Command)
+@app.command()
 def validate(
-    specs: list[Path] | None = typer.Argument(None, metavar="SPEC", help=SPECS_HELP, show_default=False),
+    specs: list[Path] | None = typer.Argument(None, metavar="SPEC...", help=SPECS_HELP, show_default=False),
     no_tool: bool = typer.Option(False, "--no-tool", help="Check the spec alone, not that the programs it names are "
                                  "installed (a pre-commit hook, a fresh clone: the pre-commit hook's default)."),
     allow_outside_sandbox: bool = typer.Option(False, "--allow-outside-sandbox", help=OUTSIDE_HELP),
@@ -433,7 +420,7 @@ def validate(
     raise typer.Exit(errors.EXIT_USAGE if failed and not exit_zero else errors.EXIT_OK)
 
 
-@app.command(cls=_Command)
+@app.command()
 def init(
     path: Path = typer.Argument(Path("clirace.yaml"), metavar="PATH", help="Where to write the spec."),
     example: str | None = typer.Option(None, "--example", metavar="NAME", help="Start from a shipped example instead: "
