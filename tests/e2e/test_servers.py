@@ -200,6 +200,34 @@ def test_a_postgres_server_whose_port_another_checks_server_took_starts_on_anoth
 
 @needs_redis
 @pytest.mark.timeout(60)
+def test_a_redis_server_whose_port_another_checks_server_took_starts_on_another(monkeypatch, tmp_path):
+    """The Redis twin of the PostgreSQL test above: another check's server answers PING on the port this trial's
+    server could not bind; the trial must start its own on another port, never use the other's."""
+    from clirace.run.services import redis
+    from clirace.run.services._resp import Client
+
+    binary = shutil.which("redis-server")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = redis.RedisTrial(binary, tmp_path / "a", dict(os.environ))
+    try:
+        ports = iter([first.port])
+        free_port = redis.free_port
+        monkeypatch.setattr(redis, "free_port", lambda: next(ports, None) or free_port())
+        second = redis.RedisTrial(binary, tmp_path / "b", dict(os.environ))
+        try:
+            assert second.port != first.port
+            client = Client(second.port)
+            assert second._ours(client) and not first._ours(client)
+            client.close()
+        finally:
+            second.finish(time.time())
+    finally:
+        first.finish(time.time())
+
+
+@needs_redis
+@pytest.mark.timeout(60)
 def test_monitor_keeps_every_command_across_a_quiet_spell_longer_than_its_socket_timeout(tmp_path):
     """50 clients starting on two loaded cores send nothing for seconds after the first one's GET. MONITOR's
     reader used to die silently at its socket's 5 s timeout: the rest of the round went unseen (no server aim for

@@ -78,13 +78,20 @@ class RedisTrial:
                 raise ServiceFailed(f"redis-server exited ({self.proc.returncode})")
             try:
                 client = Client(self.port)
-                if client.command("PING") == "PONG":
+                if client.command("PING") == "PONG" and self._ours(client):
                     return client
                 client.close()
             except (OSError, RedisError):
                 pass
             time.sleep(0.002)
         raise ServiceFailed(f"redis-server did not answer PING within {READY_WITHIN:g}s")
+
+    def _ours(self, client: Client) -> bool:
+        """Whether `client` reached this trial's own server. Another check's server may have bound the free port
+        first: it answers PING too, while this one fails to bind and exits, and the loop in __init__ then starts
+        it again on another port (as PostgresServer does, by its data folder)."""
+        info = client.command("INFO", "server")
+        return isinstance(info, str) and f"process_id:{self.proc.pid}\r\n" in info
 
     def _read_monitor(self) -> None:
         try:
