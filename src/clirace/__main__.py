@@ -1,3 +1,3 @@
-from clirace.cli import main
+from clirace.cli import run
 
-main()
+run()
