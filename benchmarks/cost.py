@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import REPO, clirace_exe, header, median, table  # noqa: E402
 
 PY = sys.executable
+RACE_WIDTH = 8  # the spec's default `parallel` (spec.DEFAULT_PARALLEL), the width of the level-3 check's rounds
 
 
 def _level3(tool: Path) -> list[list[str]]:
@@ -62,9 +63,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def tool_cpu_per_invocation(commands: list[list[str]], needs: str | None, repeats: int = 5) -> float:
+def tool_cpu_per_invocation(commands: list[list[str]], needs: str | None, repeats: int = 5, width: int = 1) -> float:
     """The tool's own CPU per invocation: each command alone, `repeats` times, in a fresh HOME (and a Redis
-    server of its own for the Redis twin, whose CPU is not counted: the check's servers are)."""
+    server of its own for the Redis twin, whose CPU is not counted: the check's servers are). With width > 1,
+    the same commands raced `width` at a time on one HOME, as a round does, without clirace or strace: what the
+    tool's own invocations cost when they run beside each other on this machine (cache, scheduler and lock
+    contention), the floor under any check that races them."""
     home = Path(tempfile.mkdtemp(prefix="cost-"))
     server = None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIRACE", "XDG_"))}
@@ -85,10 +89,19 @@ def tool_cpu_per_invocation(commands: list[list[str]], needs: str | None, repeat
                     time.sleep(0.02)
             env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         cpu, count = 0.0, 0
-        for _ in range(repeats):
-            for argv in commands:
-                used, _, _ = run_measured([a.replace("{home}", str(home)) for a in argv], env=env, cwd=str(home))
+        argvs = [[a.replace("{home}", str(home)) for a in argv] for argv in commands] * repeats
+        if width == 1:
+            for argv in argvs:
+                used, _, _ = run_measured(argv, env=env, cwd=str(home))
                 cpu += used
+                count += 1
+            return cpu / count
+        for start in range(0, len(argvs), width):
+            together = [subprocess.Popen(argv, env=env, cwd=str(home), stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL) for argv in argvs[start:start + width]]
+            for proc in together:
+                _, _, usage = os.wait4(proc.pid, 0)
+                cpu += usage.ru_utime + usage.ru_stime
                 count += 1
         return cpu / count
     finally:
@@ -122,9 +135,10 @@ def main() -> None:
     for name in args.only or list(TARGETS):
         spec, commands, needs = TARGETS[name]
         if needs and not shutil.which(needs):
-            rows.append([name, "-", "-", "-", "-", "-", "-", f"{needs} not available"])
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-", "-", f"{needs} not available"])
             continue
         per_invocation = tool_cpu_per_invocation(commands(), needs)
+        raced = tool_cpu_per_invocation(commands(), needs, repeats=16, width=RACE_WIDTH)
         checks = []
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="cost-") as tmp:
@@ -132,8 +146,9 @@ def main() -> None:
         cpu, wall = median([c["cpu"] for c in checks]), median([c["wall"] for c in checks])
         invocations = int(median([c["invocations"] for c in checks]))
         own = per_invocation * invocations
-        rows.append([name, invocations, f"{per_invocation * 1000:.0f} ms", f"{own:.1f} s", f"{cpu:.1f} s",
-                     f"{cpu / own:.2f}x", f"{wall:.1f} s",
+        rows.append([name, invocations, f"{per_invocation * 1000:.0f} ms", f"{own:.1f} s",
+                     f"{raced * 1000:.0f} ms ({raced / per_invocation:.2f}x)", f"{cpu:.1f} s",
+                     f"{cpu / own:.2f}x", f"{cpu / (raced * invocations):.2f}x", f"{wall:.1f} s",
                      f"{median([c['judge_cpu'] for c in checks]):.2f} s CPU, "
                      f"{median([c['judge_wall'] for c in checks]):.2f} s wall"])
         last = checks[-1]
@@ -141,10 +156,13 @@ def main() -> None:
     header("benchmarks/cost.py", sys.argv[1:])
     print(f"load average before the last check: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     print(table("What a check costs next to the tool's own CPU",
-                ["target", "invocations", "tool CPU / invocation", "tool CPU (all)", "check CPU", "ratio", "wall",
+                ["target", "invocations", "tool CPU / invocation", "tool CPU (all)",
+                 f"raced {RACE_WIDTH} at a time", "check CPU", "ratio", "ratio to raced", "wall",
                  "judge + report again"], rows,
                 note="check CPU: clirace, strace, servers and the tool, the whole process tree; ratio = check CPU / "
-                     "tool CPU (all)."))
+                     f"tool CPU (all); raced: the same commands {RACE_WIDTH} at a time without clirace (CPU per "
+                     "invocation, and its ratio to alone); ratio to raced = check CPU / (raced x invocations), "
+                     "clirace's and strace's share alone."))
     print(table("Where the wall time goes (seconds per stage, last run; side-by-side stages joined by +)",
                 ["target", "stage", "seconds"], stage_rows))
 
