@@ -13,18 +13,20 @@ from ..conftest import FIXTURES, ROOT, run_clirace
 
 NO_STRACE = {**os.environ, "CLIRACE_NO_STRACE": "1"}
 UNSET_SKIPS_LOCK = FIXTURES / "adversarial" / "unset-skips-lock"
-# The specs the tests below read `validate`'s text of, by name; each is validated with strace turned off (True), with
-# strace as found (False), or both.
+# The specs the tests below read `validate`'s text of, by name, and the runs that validate them: strace turned off
+# (True) or as found (False), and whether the tools run. A tool's --help (about 0.1 s of CPU a run, six for level3)
+# gives only the "subcommands" and "warning" lines, which only the specs validated with their tools are read for;
+# the rest run with --no-tool, which changes nothing else in a spec's block (the criteria are the spec's).
 SHARED_SPECS = {
-    "level3": (FIXTURES / "level3" / "clirace.yaml", (True,)),
-    "tasks-sqlite": (FIXTURES / "tasks-sqlite" / "clirace.yaml", (False,)),
-    "take-hold": (FIXTURES / "adversarial" / "startup-read-lock-left" / "clirace.yaml", (False, True)),
-    "sqlite-fcntl": (FIXTURES / "locks" / "sqlite-busy" / "fcntl.yaml", (True,)),
-    "sqlite-write": (FIXTURES / "locks" / "sqlite-busy" / "clirace.yaml", (True,)),
-    "sqlite-helper": (FIXTURES / "locks" / "sqlite-busy" / "helper.yaml", (True,)),
-    "unset-skips-lock": (UNSET_SKIPS_LOCK / "clirace.yaml", (True,)),
-    "unset-never-run": (None, (True,)),  # written by the fixture: unset-skips-lock's spec without `config unset`
-    "tool-cannot-run": (None, (True,)),  # written by the fixture
+    "level3": (FIXTURES / "level3" / "clirace.yaml", [(True, False)]),
+    "tasks-sqlite": (FIXTURES / "tasks-sqlite" / "clirace.yaml", [(False, False)]),
+    "take-hold": (FIXTURES / "adversarial" / "startup-read-lock-left" / "clirace.yaml", [(False, False), (True, False)]),
+    "sqlite-fcntl": (FIXTURES / "locks" / "sqlite-busy" / "fcntl.yaml", [(True, False)]),
+    "sqlite-write": (FIXTURES / "locks" / "sqlite-busy" / "clirace.yaml", [(True, False)]),
+    "sqlite-helper": (FIXTURES / "locks" / "sqlite-busy" / "helper.yaml", [(True, False)]),
+    "unset-skips-lock": (UNSET_SKIPS_LOCK / "clirace.yaml", [(True, True)]),
+    "unset-never-run": (None, [(True, True)]),  # written by the fixture: unset-skips-lock's spec without `config unset`
+    "tool-cannot-run": (None, [(True, True)]),  # written by the fixture
 }
 shared_run = pytest.mark.xdist_group("test_validate_init-shared")  # one worker runs them, and so the fixture once
 
@@ -38,8 +40,8 @@ class Validated:
 
 @pytest.fixture(scope="module")
 def validated(tmp_path_factory) -> dict[tuple[str, bool], Validated]:
-    """`clirace validate` of every spec in SHARED_SPECS, by (name, strace off), in one run per strace setting: a
-    validate costs a clirace start (about 0.35 s of CPU) besides the tool's --help runs, and nine starts became two.
+    """`clirace validate` of every spec in SHARED_SPECS, by (name, strace off), in one run per setting: a validate
+    costs a clirace start (about 0.35 s of CPU) besides the tools' --help runs, and twelve starts became three.
     A spec's block is what a validate of that spec alone prints (each spec is loaded and judged on its own)."""
     scratch = tmp_path_factory.mktemp("validate")
     paths = {name: path for name, (path, _) in SHARED_SPECS.items()}
@@ -51,9 +53,10 @@ def validated(tmp_path_factory) -> dict[tuple[str, bool], Validated]:
     paths["tool-cannot-run"].write_text('version: 1\ntool:\n  command: ["sh", "-c", "exit 7"]\nworkloads:\n'
                                         '  - kind: counter\n    run: ["b"]\n    read: ["c"]\n')
     out = {}
-    for no_strace in (True, False):
-        names = [name for name, (_, settings) in SHARED_SPECS.items() if no_strace in settings]
-        proc = run_clirace("validate", *(paths[name] for name in names), env=NO_STRACE if no_strace else None)
+    for no_strace, tools in ((True, False), (False, False), (True, True)):
+        names = [name for name, (_, runs) in SHARED_SPECS.items() if (no_strace, tools) in runs]
+        proc = run_clirace("validate", *(paths[name] for name in names), *([] if tools else ["--no-tool"]),
+                           env=NO_STRACE if no_strace else None)
         blocks = re.split(r"^(?=\S)", proc.stdout, flags=re.M)[1:]  # each spec's block starts unindented
         assert [block.split(": valid")[0] for block in blocks] == [shown_path(paths[name]) for name in names], \
             proc.stdout + proc.stderr
