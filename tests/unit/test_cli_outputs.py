@@ -25,12 +25,31 @@ def saved(tmp_path):
     return path
 
 
-def test_judge_writes_several_reports_in_one_run(saved, tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def several_reports(tmp_path_factory):
+    """One judge writing six reports into out/, and a seventh over an old file in old/ (a judge costs about 0.6 s
+    of CPU; the two tests below read this one run)."""
+    home = tmp_path_factory.mktemp("reports")
+    history = home / "h.json"
+    saveable(hostile_history()).save(history)
+    out, old = home / "out", home / "old"
     out.mkdir()
-    proc = run_clirace("judge", saved, "--format", "json", "-o", out / "r.json", "--report", f"markdown={out}/r.md",
+    old.mkdir()
+    (old / "r.md").write_text("old")
+    os.chmod(old / "r.md", 0o640)
+    proc = run_clirace("judge", history, "--format", "json", "-o", out / "r.json", "--report", f"markdown={out}/r.md",
                        "--report", f"junit={out}/r.xml", "--report", f"sarif={out}/r.sarif",
-                       "--report", f"github={out}/r.txt", "--report", f"text={out}/r.text")
+                       "--report", f"github={out}/r.txt", "--report", f"text={out}/r.text",
+                       "--report", f"markdown={old}/r.md")
+    return proc, out, old
+
+
+several_reports_run = pytest.mark.xdist_group("test_cli_outputs-several")  # one worker runs both: one judge
+
+
+@several_reports_run
+def test_judge_writes_several_reports_in_one_run(several_reports):
+    proc, out, _ = several_reports
     assert proc.returncode in (0, 1), proc.stderr
     assert proc.stdout == ""
     assert sorted(p.name for p in out.iterdir()) == ["r.json", "r.md", "r.sarif", "r.text", "r.txt", "r.xml"]
@@ -66,13 +85,13 @@ def test_a_bad_report_option_says_what_is_expected(saved):
     assert proc.returncode == 2 and "pdf" in proc.stderr and "sarif" in proc.stderr
 
 
-def test_a_report_replaces_the_old_file_whole_and_leaves_no_temp_file(saved, tmp_path):
-    target = tmp_path / "r.md"
-    target.write_text("old")
-    os.chmod(target, 0o640)
-    assert run_clirace("judge", saved, "--report", f"markdown={target}").returncode in (0, 1)
+@several_reports_run
+def test_a_report_replaces_the_old_file_whole_and_leaves_no_temp_file(several_reports):
+    proc, _, old = several_reports
+    assert proc.returncode in (0, 1), proc.stderr
+    target = old / "r.md"
     assert target.read_text().startswith("## clirace") and (target.stat().st_mode & 0o777) == 0o640
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.json", "r.md"]
+    assert sorted(p.name for p in old.iterdir()) == ["r.md"]
 
 
 # --- paths swapped while the run went on (issue 19, item 3): pinned at the start, never followed at the end ----

@@ -4,6 +4,7 @@ import re
 import sys
 
 import pexpect
+import pytest
 
 from clirace.verdict.rubric import load_section
 
@@ -21,10 +22,20 @@ def saved(tmp_path):
     return path
 
 
-def test_piped_output_has_no_trailing_spaces_and_whole_ids_at_60_columns(tmp_path):
+@pytest.fixture(scope="module")
+def piped_at_60_columns(tmp_path_factory) -> str:
+    """The report piped at COLUMNS=60, NO_COLOR unset: read by two tests (a judge costs about 0.6 s of CPU)."""
     env = {**os.environ, "COLUMNS": "60"}
     env.pop("NO_COLOR", None)
-    out = run_clirace("judge", saved(tmp_path), env=env).stdout
+    return run_clirace("judge", saved(tmp_path_factory.mktemp("judged")), env=env).stdout
+
+
+at_60_columns = pytest.mark.xdist_group("test_text_layout-60")  # one worker runs both, and so the judge once
+
+
+@at_60_columns
+def test_piped_output_has_no_trailing_spaces_and_whole_ids_at_60_columns(piped_at_60_columns):
+    out = piped_at_60_columns
     lines = out.splitlines()
     assert lines and all(line == line.rstrip() for line in lines)
     assert all(len(line) <= 60 for line in lines)
@@ -51,9 +62,9 @@ def test_no_color_removes_colour_and_nothing_else(tmp_path):
     assert max(len(line) for line in ANSI.sub("", plain).splitlines()) <= 90  # the terminal's width
 
 
-def test_below_90_columns_evidence_goes_under_its_criterion_and_wrapped_lines_keep_their_indent(tmp_path):
-    env = {**os.environ, "COLUMNS": "60"}
-    lines = run_clirace("judge", saved(tmp_path), env=env).stdout.splitlines()
+@at_60_columns
+def test_below_90_columns_evidence_goes_under_its_criterion_and_wrapped_lines_keep_their_indent(piped_at_60_columns):
+    lines = piped_at_60_columns.splitlines()
     assert lines[0].startswith("clirace gate failed: silent corruption")
     table = lines[lines.index("§15 Race Conditions & Concurrency") + 1:lines.index("Findings") - 1]
     heads = [n for n, line in enumerate(table) if re.match(r"[0-9] \S+  \S", line)]
