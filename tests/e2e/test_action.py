@@ -61,36 +61,45 @@ def _result(path: Path) -> dict:
 def test_a_check_sharded_over_the_matrix_and_joined_is_the_check_run_whole(tmp_path):
     """The matrix example, run as GitHub would: each shard's step at once (as a matrix does), then the join
     job's step. Two shards of a 40-round check, joined, give the same findings, criteria and bound as one
-    40-round run of the same seed."""
+    40-round run of the same seed (run beside the shards)."""
     step = next(s for s in ACTION["runs"]["steps"] if s.get("id") == "check")
     given = next(s for s in SHARDS["jobs"]["shard"]["steps"] if s.get("uses") == "./")["with"]
     workspace = tmp_path / "workspace"
     (workspace / "fixtures").mkdir(parents=True)
     (workspace / "fixtures" / "loop").symlink_to(ROOT / "fixtures" / "loop")
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
-    running = []
-    for shard in SHARDS["jobs"]["shard"]["strategy"]["matrix"]["shard"]:
-        inputs = {name: str(given.get(name, spec.get("default", ""))).replace("${{ matrix.shard }}", str(shard))
-                  for name, spec in ACTION["inputs"].items()}
-        env = {key: inputs[value.replace("${{ inputs.", "").replace(" }}", "")] for key, value in step["env"].items()}
-        env["CLIRACE_SARIF"] = f"clirace-{shard}.sarif"
-        (tmp_path / f"out-{shard}").write_text("")
-        running.append(subprocess.Popen(
-            ["bash", "-e", "-c", step["run"]], cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env={**os.environ, **env, "PATH": path, "GITHUB_STEP_SUMMARY": str(tmp_path / f"s-{shard}"),
-                            "GITHUB_OUTPUT": str(tmp_path / f"out-{shard}")}))
-    for proc in running:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
+    # The whole run shares nothing with the shards but the seed: it runs beside them, as a third job of the matrix
+    # would, not after them.
+    whole = subprocess.Popen(["clirace", "check", "fixtures/loop/waits.clirace.yaml", "--seed", "42", "--rounds", "40",
+                              "--parallel", "2", "-q", "--format", "json", "-o", "whole.json"],
+                             cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PATH": path})
+    running = [whole]
+    try:
+        for shard in SHARDS["jobs"]["shard"]["strategy"]["matrix"]["shard"]:
+            inputs = {name: str(given.get(name, spec.get("default", ""))).replace("${{ matrix.shard }}", str(shard))
+                      for name, spec in ACTION["inputs"].items()}
+            env = {key: inputs[value.replace("${{ inputs.", "").replace(" }}", "")]
+                   for key, value in step["env"].items()}
+            env["CLIRACE_SARIF"] = f"clirace-{shard}.sarif"
+            (tmp_path / f"out-{shard}").write_text("")
+            running.append(subprocess.Popen(
+                ["bash", "-e", "-c", step["run"]], cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, env={**os.environ, **env, "PATH": path, "GITHUB_STEP_SUMMARY": str(tmp_path / f"s-{shard}"),
+                                "GITHUB_OUTPUT": str(tmp_path / f"out-{shard}")}))
+        for proc in running:
+            _, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     judge = next(s for s in SHARDS["jobs"]["verdict"]["steps"] if s.get("id") == "judge")
     joined = subprocess.run(["bash", "-e", "-c", judge["run"]], cwd=workspace, capture_output=True, text=True,
                             timeout=120, env={**os.environ, "PATH": path,
                                               "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
     assert joined.returncode == 0, joined.stderr
-    whole = subprocess.run(["clirace", "check", "fixtures/loop/waits.clirace.yaml", "--seed", "42", "--rounds", "40",
-                            "--parallel", "2", "-q", "--format", "json", "-o", "whole.json"],
-                           cwd=workspace, capture_output=True, text=True, timeout=600, env={**os.environ, "PATH": path})
-    assert whole.returncode == 0, whole.stderr
     merged, single = _result(workspace / "clirace.json"), _result(workspace / "whole.json")
     # Which rounds really raced (two successes at once, two at the rendezvous) is the machine's doing, in one run
     # as in two shards; everything else the seed decides, so it is the same.

@@ -20,15 +20,15 @@ lock:
 {hold}
 {extra}
 """
-ONLY = ("--only", "lock-excludes", "--only", "lock-error-structured", "--only", "lock-release",
-        "--only", "lock-wait-timeout")
+CONFLICT = ("--only", "lock-excludes", "--only", "lock-error-structured")  # one experiment: the contender, held
+ONLY = (*CONFLICT, "--only", "lock-release", "--only", "lock-wait-timeout")
 
 
-def check(tmp_path, level, hold, extra=""):
+def check(tmp_path, level, hold, extra="", only=ONLY):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.format(tool=FIXTURES / f"level{level}" / "tool.py", hold=hold, extra=extra))
     # Only the lock checks run: no-silent-corruption is not decided, which the gate says (exit 1) unless allowed.
-    proc = run_clirace("check", spec, "--format", "json", "--allow-undecided", *ONLY)
+    proc = run_clirace("check", spec, "--format", "json", "--allow-undecided", *only)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     return {c["id"]: c["status"] for c in result["criteria"]}, result
@@ -55,12 +55,12 @@ def test_take_flock_the_way_the_tool_does(tmp_path):
 @pytest.mark.timeout(90)
 def test_take_exclusive_create_lock_file(tmp_path):
     hold = r'    take: {path: "{state_home}/level2/lock", kind: exclusive-create, content: "{\"pid\": {pid}, \"started_at\": {now}}"}'
-    statuses, _ = check(tmp_path, 2, hold)
+    statuses, _ = check(tmp_path, 2, hold, only=CONFLICT)  # what it asserts is the lock-conflict experiment's
     assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "pass"
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_take_on_a_tool_without_locking_shows_no_exclusion(tmp_path):
-    statuses, _ = check(tmp_path, 0, '    take: {path: "{state_home}/level0/lock", kind: flock}')
+    statuses, _ = check(tmp_path, 0, '    take: {path: "{state_home}/level0/lock", kind: flock}', only=CONFLICT)
     assert statuses["lock-excludes"] == "fail"
