@@ -19,11 +19,7 @@ ONE_ROUND = ("--rounds", "1")
 # name: (expected score, deciding criterion, its status, other criteria whose status the case is about, extra args)
 CASES = {
     "atomic-no-lock": (0, "no-silent-corruption", "fail", {"atomic-config-writes": "pass"}, ("--rounds", "2")),
-    "lock-left-on-sigterm": (1, "lock-released-on-exit", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
     "lock-left-on-error": (1, "lock-released-on-exit", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
-    "lock-held-exit-zero": (1, "lock-error-structured", "fail", {}, ONE_ROUND),
-    "retry-after-string": (1, "lock-error-structured", "fail", {"lock-released-on-exit": "pass"}, ONE_ROUND),
-    "json-error-wrong-code": (1, "lock-error-structured", "fail", {"lock-released-on-exit": "pass"}, ONE_ROUND),
     "lock-wait-forever": (2, "lock-wait-timeout", "fail", {"lock-error-structured": "pass"}, ONE_ROUND),
     "session-id-ignored": (2, "session-isolation", "fail", {"lock-wait-timeout": "pass"}, ONE_ROUND),
     "inplace-under-flock": (2, "atomic-config-writes", "fail", {"session-isolation": "pass"}, ONE_ROUND),
