@@ -1,11 +1,10 @@
 """The reference fixtures, end to end: real processes, real races, and the score each level must get."""
-import os
-
 import pytest
 
 from clirace.run import observe
 
-from ..conftest import FIXTURES, check_json
+from ..conftest import FIXTURES
+from .conftest import shared_group
 
 EXPECTED = {
     0: {"no-silent-corruption": "fail", "lock-excludes": "fail", "lock-error-structured": "fail",
@@ -29,20 +28,20 @@ if not observe.available()[0]:
         EXPECTED[level].pop("atomic-config-writes")
 
 
+# The options of each level's check, which test_replay_only's replays of level 0 and level 1 read too (one live run
+# per fixture and options: shared_check).
+OPTIONS = ("--seed", "7")
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("level", sorted(EXPECTED))
-def test_reference_fixture_gets_its_level(level, tmp_path):
-    # Canary HOME and TMPDIR for clirace itself: the targets must only ever touch their sandboxes, and
-    # clirace must leave nothing behind in its own temp directory.
-    home, tmp = tmp_path / "home", tmp_path / "tmp"
-    for canary in (home, tmp):
-        (canary / ".config").mkdir(parents=True)
-        (canary / ".config" / "keep.txt").write_text("canary")
-    before = snapshot(tmp_path)
-    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp)}
-    result = check_json(FIXTURES / f"level{level}" / "clirace.yaml", "--seed", "7", env=env)
-    assert snapshot(tmp_path) == before
+@pytest.mark.parametrize("level", [pytest.param(level, marks=shared_group(f"level{level}")) for level in EXPECTED])
+def test_reference_fixture_gets_its_level(level, shared_check):
+    # The check ran with canary HOME and TMPDIR for clirace itself: the targets must only ever touch their
+    # sandboxes, and clirace must leave nothing behind in its own temp directory.
+    run = shared_check(FIXTURES / f"level{level}" / "clirace.yaml", *OPTIONS, timeout=170)
+    assert run.canaries_after == run.canaries_before
+    result = run.result
     statuses = {c["id"]: c["status"] for c in result["criteria"]}
     expected_score = level if level < 3 or observe.available()[0] else 2
     assert result["score"] == expected_score, statuses
@@ -66,9 +65,3 @@ def test_reference_fixture_gets_its_level(level, tmp_path):
             assert outcomes["contender"].endswith(", sent by clirace once it had reached the state the holder "
                                                   "was reading"), outcomes
 
-
-def snapshot(root):
-    """Every path below root, with size and mtime for files (a directory's mtime changes when clirace
-    creates and removes its own work directory in it, which is allowed)."""
-    return sorted((str(p.relative_to(root)), *((p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else ()))
-                  for p in root.rglob("*"))

@@ -1,9 +1,11 @@
 """Every replay reproduces: the command printed with a finding, run as printed, gives the same finding in the
 same trial. hazards is judged from the workloads' traced rounds, so `--only hazards` must run them."""
+import functools
 import json
 import re
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,9 @@ from clirace.history import History
 from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json, run_clirace
+from .conftest import shared_group
+from .test_adversarial import OPTIONS as ADVERSARIAL_OPTIONS
+from .test_levels import OPTIONS as LEVEL_OPTIONS
 
 COUNTER_ONLY = """version: 1
 tool:
@@ -42,28 +47,28 @@ def test_the_printed_replay_of_a_hazard_reproduces_it(tmp_path):
 
 # -------------------------------------------------------------------------- every registered check, replayed
 # (fixture, the options of its first run, the checks whose printed replay is run). The first run is a whole check
-# where that is cheap enough (level0), else a few checks together, so that each replay runs fewer checks than the
-# run that printed it: its seed must still lead it to the same trial, with the same commands and arguments. The
-# replay of an advice-only finding (s58-advice) runs the check whose experiment made its trial.
+# where another test makes that very run anyway (test_levels, test_adversarial: shared_check makes it once for
+# both), else a few checks together, so that each replay runs fewer checks than the run that printed it: its seed
+# must still lead it to the same trial, with the same commands and arguments. The replay of an advice-only finding
+# (s58-advice) runs the check whose experiment made its trial.
 NO_REDIS = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 FIRST_RUNS = {
-    "level0": ((), ("counter", "keys", "claim", "output", "hazards", "lock-excludes", "lock-error-structured",
-                    "atomic-config-writes")),
-    "level1": (("--only", "lock-excludes", "--only", "lock-released-on-exit", "--only", "lock-wait-timeout"),
-               ("lock-released-on-exit",)),
-    "adversarial/lock-wait-forever": (("--only", "lock-wait-timeout", "--only", "lock-excludes"),
-                                      ("lock-wait-timeout", "s58-advice")),
-    "adversarial/session-id-ignored": (("--only", "session-isolation", "--only", "counter"), ("session-isolation",)),
-    "servers/redis-getset": (("--only", "server-hazards", "--only", "counter"), ("server-hazards",)),
+    "level0": (LEVEL_OPTIONS, ("counter", "keys", "claim", "output", "hazards", "lock-excludes",
+                               "lock-error-structured", "atomic-config-writes")),
+    "level1": (LEVEL_OPTIONS, ("lock-released-on-exit",)),
+    "adversarial/lock-wait-forever": (ADVERSARIAL_OPTIONS["lock-wait-forever"], ("lock-wait-timeout", "s58-advice")),
+    "adversarial/session-id-ignored": (ADVERSARIAL_OPTIONS["session-id-ignored"], ("session-isolation",)),
+    "servers/redis-getset": (("--seed", "5", "--only", "server-hazards", "--only", "counter"), ("server-hazards",)),
     # A tool that never waits: its lock-wait-timeout is judged on the lock-conflict experiment (issue 25 item 9).
-    "adversarial/never-waits-plain": (("--only", "lock-error-structured", "--only", "lock-wait-timeout"),
+    "adversarial/never-waits-plain": (("--seed", "5", "--only", "lock-error-structured", "--only", "lock-wait-timeout"),
                                       ("lock-wait-timeout", "lock-error-structured")),
 }
 NEVER_WAITS = "adversarial/never-waits-plain"
-# Under pytest-xdist (`--dist loadgroup`) the replays of one fixture stay in one worker, so that its first run is
-# made once; the fixtures themselves spread over the workers (all together they are some 400 s of one core).
+# Under pytest-xdist (`--dist loadgroup`) the replays of one fixture stay in one worker, with the other tests that read
+# its first run, so that it is made once; the fixtures themselves spread over the workers (all together they are
+# some 400 s of one core).
 REPLAYS = [pytest.param(fixture, check, id=check + ("-never-waits" if fixture == NEVER_WAITS else ""),
-                        marks=[pytest.mark.xdist_group(f"replay-{fixture}")]
+                        marks=[shared_group(fixture)]
                         + ([NO_REDIS] if fixture.startswith("servers/redis") else []))
            for fixture, (_options, checks) in FIRST_RUNS.items() for check in checks]
 # A trial whose outcome does not rest on timing first: a rendezvous round, then the lock and kill experiments.
@@ -84,20 +89,20 @@ def test_every_registered_check_has_a_replay_test():
     assert "never_waits: true" in (FIXTURES / NEVER_WAITS / "clirace.yaml").read_text()
 
 
-@pytest.fixture(scope="module")
-def first_runs(tmp_path_factory):
-    """Each fixture's first run, made once for all its checks: (the JSON result, the saved history)."""
-    made: dict[str, tuple[dict, History]] = {}
-
+@pytest.fixture
+def first_runs(shared_check):
+    """Each fixture's first run, made once for all its checks (and the other tests that read it): (the JSON result,
+    the saved history)."""
     def first(fixture: str) -> tuple[dict, History]:
-        if fixture not in made:
-            saved = tmp_path_factory.mktemp("first") / "history.json"
-            options, _checks = FIRST_RUNS[fixture]
-            result = check_json(FIXTURES / fixture / "clirace.yaml", "--seed", "5", *options, "--history", saved,
-                                timeout=240)
-            made[fixture] = result, History.load(saved)
-        return made[fixture]
+        options, _checks = FIRST_RUNS[fixture]
+        run = shared_check(FIXTURES / fixture / "clirace.yaml", *options, timeout=240)
+        return run.result, _load(run.history)
     return first
+
+
+@functools.cache
+def _load(history: Path) -> History:
+    return History.load(history)
 
 
 def _trial(history: History, name: str):
@@ -114,7 +119,7 @@ def _trial(history: History, name: str):
 def test_the_printed_replay_of_each_check_runs_the_same_trial_and_finds_it_again(first_runs, fixture, check, tmp_path,
                                                                                request):
     # its fixture's group (REPLAYS) is in its id under --dist loadgroup (tests/conftest.py), so one worker runs it
-    assert request.node.nodeid.endswith(f"@replay-{fixture}") == bool(request.config.getoption("loadgroup", False))
+    assert request.node.nodeid.endswith(f"@check-{fixture}") == bool(request.config.getoption("loadgroup", False))
     result, history = first_runs(fixture)
     mine = [f for f in result["findings"] if f["code"] in EXPERIMENTS[check].codes]
     assert mine, f"the first run of {fixture} found nothing of {check}"
