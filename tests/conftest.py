@@ -85,7 +85,13 @@ def pytest_ignore_collect(collection_path: Path, config):
 def pytest_configure(config):
     """Byte-compile clirace once: the tests start it in a few hundred processes, and where PYTHONDONTWRITEBYTECODE
     is set (CI images often set it) each would compile every module again (0.1 s a start; 4 s of the fast subset).
-    Python still reads bytecode it did not write itself."""
+    Python still reads bytecode it did not write itself.
+
+    And let SIGINT reach the processes the tests start: a suite run in the background of a shell without job control
+    (`.ci/run &`, nohup) inherits SIGINT ignored, every child would inherit that too, and the tests that send a
+    Ctrl-C would see clirace rightly ignore it. A handler (unlike SIG_IGN) is reset to the default at exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     import clirace
     try:
         compileall.compile_dir(Path(clirace.__file__).parent, quiet=2)
