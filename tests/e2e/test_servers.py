@@ -60,7 +60,8 @@ def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, sco
         result = json.loads(out)
         codes = {f["code"] for f in result["findings"]}
         corruption = [f for f in result["findings"] if f["severity"] == "corruption"]
-        assert result["score"] == score, (seed, [(c["id"], c["status"], c["evidence"]) for c in result["criteria"]])
+        assert result["score"] == score, f"seed {seed}, score {result['score']}: " + "; ".join(
+            f"{c['id']} {c['status']}: {c['evidence']}" for c in result["criteria"] if c["status"] != "pass")
         if decided_by:
             assert corruption and {f["code"] for f in corruption} == {decided_by}, codes
             assert any(view in f["evidence"]["observed"] for f in corruption
