@@ -169,3 +169,18 @@ class CriterionFailed(AssertionError):
 class Terminated(BaseException):
     """The user's (or the system's): SIGTERM, turned into an exception so that sandboxes and children are cleaned
     up on the way out. A BaseException, as KeyboardInterrupt is: no `except Exception` may swallow it."""
+
+
+def interrupt_behind(exc: BaseException) -> BaseException | None:
+    """The Ctrl-C or SIGTERM that `exc` was raised while handling, else None. A clean-up that fails on the way out
+    of an interrupt (a descriptor closed twice: EBADF) raises an Exception of its own, which hides the interrupt
+    from every `except Exception` above it: the run would go on as if nothing had been asked, and call the
+    clean-up's error a bug in the experiment."""
+    seen: set[int] = set()
+    behind = exc.__context__
+    while behind is not None and id(behind) not in seen:
+        if isinstance(behind, (KeyboardInterrupt, Terminated)):
+            return behind
+        seen.add(id(behind))
+        behind = behind.__context__
+    return None

@@ -21,7 +21,7 @@ from clirace.checks._plan import gaps
 from clirace.checks.catalogue import load_section
 from clirace.checks.findings import NOT_TESTED, Verdict
 from clirace.cli.validate import coverage
-from clirace.errors import InternalError, SpecError, UsageError
+from clirace.errors import InternalError, SpecError, UsageError, interrupt_behind
 from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
 from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
@@ -164,6 +164,8 @@ def _guarded(name: str) -> Callable[[Context], None]:
         try:
             SCENARIOS[name](ctx)
         except Exception as exc:  # noqa: BLE001
+            if (stop := interrupt_behind(exc)) is not None:
+                raise stop from None  # the user's Ctrl-C or SIGTERM, not clirace's failure: the run stops
             ctx.trials.append(NotRun(name=name, experiment=name, failed_by=Failure.CLIRACE, error=(
                 f"clirace failed while running this experiment ({type(exc).__name__}: {exc}); this is a "
                 "bug in clirace, please report it")))

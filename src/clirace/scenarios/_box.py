@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clirace.errors import InternalError, ServiceFailed, SpecError, TrialFailed
+from clirace.errors import InternalError, ServiceFailed, SpecError, TrialFailed, interrupt_behind
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
 from clirace.history.vocab import EventKind, Failure, Outcome
 from clirace.run import observe, safefs
@@ -193,6 +193,9 @@ class Context:
         except TrialFailed as exc:
             error, failure = (error, failure) if error else (str(exc), Failure(exc.failure))
         except Exception as exc:  # noqa: BLE001 - one experiment's failure must not sink the run
+            if (stop := interrupt_behind(exc)) is not None:  # a clean-up failed on the way out of Ctrl-C or SIGTERM
+                error, failure = "interrupted before the trial finished", Failure.INTERRUPTED
+                raise stop from None
             error, failure = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug "
                               "in clirace or a limit of this machine, please report it"), Failure.CLIRACE
         except BaseException:  # Ctrl-C, SIGTERM: the trial is incomplete and must not be judged
