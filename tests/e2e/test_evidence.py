@@ -1,5 +1,7 @@
 """Verdicts on evidence, not on a stopwatch or on kills that never landed (issue 17): real fixtures, each a
 reference level with one defect swapped in (see each fixture's README). Only the checks a case is about run."""
+import json
+import os
 import re
 
 import pytest
@@ -92,3 +94,32 @@ def test_a_writer_the_kill_never_reaches_gets_atomic_config_undecided_not_pass()
     atomic = result["atomic-config-writes"]
     assert atomic["status"] == "unknown", atomic
     assert "no kill landed on a write to a temp file beside it" in atomic["summary"], atomic
+
+
+SILENT_ONCE_CHECKS = ("--no-strace", "--only", "lock-excludes", "--only", "lock-error-structured")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("silent_runs", [1, 2])
+def test_a_lock_command_silent_once_alone_is_run_again_and_silent_twice_stays_undecided(silent_runs, tmp_path):
+    """CI saw a PostgreSQL client print its answer alone and then stall until its deadline: that one unanswered
+    reference run left every lock criterion undecided, and a score-2 tool scored 0. Run once more in a fresh
+    sandbox, its answer decides (the first run kept as evidence); a command silent twice alone still decides
+    nothing. Serial (--no-strace) so that the first run of all is the first reference run."""
+    env = {**os.environ, "SILENT_ONCE_DIR": str(tmp_path), "SILENT_RUNS": str(silent_runs)}
+    history = tmp_path / "history.json"
+    result = check_json(ADVERSARIAL / "silent-once" / "clirace.yaml", "--seed", "1", "--history", str(history),
+                        *SILENT_ONCE_CHECKS, env=env)
+    statuses = {c["id"]: c for c in result["criteria"]}
+    alone = [t for t in json.loads(history.read_text())["trials"] if t["kind"] == "alone" and
+             t["command"] == "contender"]
+    unanswered = [i for t in alone for i in t["invocations"] if i["label"] == "unanswered-alone"]
+    assert len(unanswered) == 1 and unanswered[0]["timed_out"], alone
+    if silent_runs == 1:
+        for criterion in ("lock-excludes", "lock-error-structured"):
+            assert statuses[criterion]["status"] == "pass", statuses[criterion]
+    else:
+        for criterion in ("lock-excludes", "lock-error-structured"):
+            assert statuses[criterion]["status"] == "not_tested", statuses[criterion]
+            assert "as its first run alone did" in statuses[criterion]["evidence"], statuses[criterion]

@@ -22,6 +22,7 @@ from clirace.checks._read import claimed_item, found_values, read_counter, remai
 from clirace.checks.lockerror import succeeded
 from clirace.errors import Undecided, Unparseable
 from clirace.history import (
+    UNANSWERED_ALONE,
     Alone,
     ClaimRound,
     CounterRound,
@@ -334,8 +335,10 @@ def _alone_problems(trial: Alone) -> list[Problem]:
     if inv.outcome is Outcome.UNKNOWN and trial.command in ("holder", "waiter"):
         return []  # only a refusal alone is the spec's; one that never ended alone is judged where it runs, as before
     if inv.outcome is Outcome.UNKNOWN:
+        first = trial.invocation(UNANSWERED_ALONE)
         return [Problem("lock", f"lock.{trial.command} run alone on fresh state {_shown(inv)} ended without saying "
-                        "whether it did its work", Failure.TOOL)]
+                        "whether it did its work" + (f", as its first run alone did ({_shown(first)})" if first else ""),
+                        Failure.TOOL)]
     if trial.command in ("contender", "holder", "waiter") and not succeeded(inv) and \
             (left := _left_running(trial, inv)) is not None:
         return [Problem("lock", f"{_named(trial)}: {left.message}", left.failure)]

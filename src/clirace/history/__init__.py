@@ -444,6 +444,11 @@ class WriterKilled(Trial):
     taken_over: str = ""  # with KillPoint.exec_path: which process the killing strace took over, or why it could not
 
 
+# The label of a lock command's first run alone when it gave no answer (killed at its deadline): it ran again in a
+# fresh sandbox, and that Alone record keeps the first run as the evidence of why.
+UNANSWERED_ALONE = "unanswered-alone"
+
+
 @dataclass(frozen=True, slots=True)
 class Alone(LockTrial):
     """A lock command run alone on fresh state (`alone`), as the reference for the lock experiments."""

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from clirace.history import Alone, OutputRound
-from clirace.history.vocab import HoldMode, WorkloadKind
+from clirace.history import UNANSWERED_ALONE, Alone, Invocation, OutputRound
+from clirace.history.vocab import HoldMode, Outcome, WorkloadKind
 from clirace.run import safefs
 from clirace.scenarios import effects
 from clirace.scenarios._box import Box, Context, shared_between_sandboxes
@@ -23,6 +23,9 @@ from clirace.scenarios.workloads import RUNNERS, Serial
 from clirace.spec import Hold, Lock, OwnCommand, Workload
 
 SERIAL_RUNS = 3  # increments, keys and claims run one at a time: enough to show that they add up
+# The lock commands whose silence alone leaves the lock undecided (the holder's and the waiter's are judged where
+# they run): one that gave no answer runs again once (history.UNANSWERED_ALONE).
+RUN_AGAIN_UNANSWERED = ("contender", "error_command")
 
 
 def run(ctx: Context) -> None:
@@ -49,6 +52,23 @@ def run(ctx: Context) -> None:
             (", and the contender with its lock-wait option once" if waits_alone(lock) else ""))
 
     def alone(ctx: Context, watched: bool, name: str, command: Any, round_: int) -> None:
+        # A contender or error command that gave no answer alone (killed at its deadline) leaves every lock
+        # experiment undecided. Once may be the machine's doing (a stall under load), so it runs once more in a
+        # fresh sandbox; its first run is kept in the record as the evidence, and a second silence stands.
+        unanswered = None
+        for _ in range(2):
+            one_alone(ctx, watched, name, command, round_, unanswered)
+            trial = ctx.trials[-1]
+            inv = trial.invocation("alone")
+            if unanswered or name not in RUN_AGAIN_UNANSWERED or trial.error or inv is None or \
+                    inv.outcome is not Outcome.UNKNOWN:
+                return
+            ctx.trials.pop()
+            unanswered = inv
+            ctx.say(f"lock: {name} alone {inv.ending()}, without an answer; again, in a fresh sandbox")
+
+    def one_alone(ctx: Context, watched: bool, name: str, command: Any, round_: int,
+                  unanswered: Invocation | None) -> None:
         with ctx.box(Alone, name, round_) as box:
             box.fields["command"] = name
             if name == "contender":
@@ -64,6 +84,8 @@ def run(ctx: Context) -> None:
                 job = ("alone", box.argv(command, **effects.values(box, "alone", command)), None)
             Serial(box, watched=watched).run([job])
             effects.read_back(box)  # the key it wrote alone must be found: the lock experiments read theirs so
+            if unanswered is not None:  # (its times are on its own trial's clock)
+                box.invocations.append(dataclasses.replace(unanswered, label=UNANSWERED_ALONE))
 
     commands = (("contender", lock.contender), ("error_command", lock.error_command))
     runs: list[tuple[str, Any, int]] = [(name, command, round_) for name, command in commands
