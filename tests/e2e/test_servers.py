@@ -76,10 +76,6 @@ def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, sco
 
 @needs_redis
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(strict=False, reason="failed in both fresh-clone runs of session 8 (round 2 met at no rendezvous); "
-                   "the cause found since, MONITOR's reader giving up after a 5 s quiet spell while 50 clients start, "
-                   "is fixed (cf1041a) and it has passed since at load 2-33; it runs and reports, and gates CI once "
-                   "it has passed in a few fresh-clone runs")
 def test_the_seeds_lost_increment_100_increments_reach_less_than_100_with_monitor_lines(tmp_path):
     """Two rounds of 50 increments (the seeds' counter that should reach 100): the second meets at the server's
     rendezvous, where every increment reads the counter before any writes it, so it loses all but one."""
