@@ -55,7 +55,10 @@ def test_a_contender_that_answers_after_the_prompt_has_its_answer_in_the_report(
     assert result["lock-error-structured"]["status"] == "fail", result["lock-error-structured"]
     late = found["CR213"]
     assert "LOCK_HELD" in late["message"] and "past the" in late["message"], late
-    assert "the same in a second run" in late["evidence"]["found"], late  # a timing finding is seen twice
+    # A timing finding is seen twice; at a high load one run may land too close to its window to tell, which
+    # agrees with either outcome (the other run decides, and the evidence names both).
+    assert "the same in a second run" in late["evidence"]["found"] or \
+        "in the first run the contender answered too close" in late["evidence"]["found"], late
 
 
 @pytest.mark.e2e

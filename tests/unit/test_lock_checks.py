@@ -333,6 +333,41 @@ def test_two_runs_that_disagree_on_a_timing_outcome_are_flaky_not_a_verdict():
         assert v.status == "unknown" and v.summary.startswith("flaky: the contender answered only after"), v
 
 
+def close(ended, round_=0, exit_code=4, stdout=ENVELOPE):
+    """A conflict whose contender answered LOCK_HELD after `ended` s, with 5.5 s to answer (prompt 5 s plus its
+    slowest run alone, 0.5 s) and 5.1 s with its fastest (0.1 s): after 5.1 s and by 5.5 s is too close to tell."""
+    return dataclasses.replace(timed(inv("contender", exit_code, stdout=stdout, ended=ended), round_=round_),
+                               close_from=5.1)
+
+
+def test_an_answer_too_close_to_its_time_to_tell_decides_nothing_the_clock_decides_and_the_other_run_does():
+    """A helper's run at load 13 called late-answer's 2.98 s answer in time: its window (prompt plus its slowest run
+    alone, stretched by the load) ended at 3.0 s. An answer between the prompt plus its fastest run alone and plus
+    its slowest is too close to call: run twice, the other run decides; twice close decides nothing on the clock."""
+    twice_close = history(close(5.3), close(5.4, round_=1))
+    v = lock_structured.check(twice_close)
+    assert v.status == "unknown" and "too close to its time to answer to tell" in v.summary, v
+    assert "the same in a second run" in v.summary and "less loaded machine" in v.hint, v
+    assert lock_excludes.check(twice_close).status == "pass"  # refused all the same: the clock does not matter here
+    close_then_late = history(close(5.3), close(6.1, round_=1))
+    v = lock_structured.check(close_then_late)
+    assert [f.code for f in v.findings] == ["CR213"] and "answered only after 6.1s" in v.summary, v
+    assert "in the first run the contender answered too close" in v.findings[0].evidence.found, v.findings[0]
+    late_then_close = history(close(6.1), close(5.3, round_=1))
+    v = lock_structured.check(late_then_close)
+    assert [f.code for f in v.findings] == ["CR213"] and "answered only after 6.1s" in v.summary, v
+    assert "in the second run the contender answered too close" in v.findings[0].evidence.found, v.findings[0]
+    close_then_prompt = history(close(5.3), close(1.0, round_=1))
+    assert lock_structured.check(close_then_prompt).status == "pass"
+    for runs in (twice_close, close_then_late, close_then_prompt):
+        assert lock_excludes.check(runs).status == "pass"
+    # Before the prompt plus its fastest run alone, an answer is in time, as it always was; one run is enough.
+    assert lock_structured.check(history(close(5.05))).status == "pass"
+    # A contender that ran (exit 0) is not excluded, whenever it answered.
+    ran = history(close(5.3, exit_code=0, stdout="saved"), close(5.4, round_=1, exit_code=0, stdout="saved"))
+    assert [f.code for f in lock_excludes.check(ran).findings] == ["CR201"]
+
+
 def test_every_run_twice_outcome_that_disagrees_says_flaky_in_its_data():
     """Issue 25 item 10: one helper and one word (rates["flaky"]) for the three outcomes the clock decides: the
     conflict's answer, the lock wait's bounds, the holder's signal wait."""

@@ -4,7 +4,10 @@ lock-wait-timeout (for a tool that never waits).
 
 Time is judged against the tool itself: the contender had the prompt plus its own time alone (its `window`)
 to answer, then was followed a little longer with the lock still held. An outcome the clock decided (it
-outlived its window) was run twice; two runs that disagree are flaky, and decide nothing."""
+outlived its window) was run twice; two runs that disagree are flaky, and decide nothing. So was an answer too
+close to its window to tell ('close': after the prompt plus its fastest run alone, within the prompt plus its
+slowest), which agrees with either; the other run decides, and two close answers decide nothing that needs the
+clock."""
 from __future__ import annotations
 
 from clirace.checks._common import finding, flaky, not_run_verdict, one_line
@@ -20,7 +23,10 @@ from clirace.run.services.ops import lock_call, waits_for_lock
 NO_LOCK = ("the spec has no lock section", "Add lock.contender and lock.hold.")
 STATES = {"reached": "opened the state the holder was reading", "waiting": "was still running when the holder let go",
           "late": "answered only after its time to answer", "exited": "answered within its time to answer",
-          "asked": "asked for an answer on its stdin"}
+          "asked": "asked for an answer on its stdin",
+          "close": "answered too close to its time to answer to tell (within the prompt plus its slowest run alone, "
+                   "after the prompt plus its fastest)"}
+CLOSE_HINT = "Run the check again on a less loaded machine, or set lock.prompt well away from the tool's own wait."
 
 
 def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
@@ -38,15 +44,29 @@ def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
                        hint="lock.contender must be a command that finishes when run alone.")
     first, *again = trials
     for other in again:
-        if _outcome(other) != _outcome(first):
+        if not _agree(_outcome(other), _outcome(first)):
             return flaky(check_id, f"the contender {_said(first)}", _said(other),
                          "Run the check again on a less loaded machine, or raise lock.prompt.")
-    return first
+    return deciding(trials)
+
+
+def deciding(trials: list[LockConflict]) -> LockConflict:
+    """The run that decides: the first whose answer was not too close to its time to answer to tell, else the
+    first (whose state, 'close', the checks that need the clock judge undecided)."""
+    return next((t for t in trials if contender_state(t) != "close"), trials[0])
 
 
 def _outcome(trial: LockConflict) -> tuple[str, bool]:
     contender = trial.invocation("contender")
     return contender_state(trial), contender is not None and succeeded(contender)
+
+
+def _agree(one: tuple[str, bool], other: tuple[str, bool]) -> bool:
+    """Whether two runs' outcomes agree: a close answer agrees with an answer in time and with a late one."""
+    (state, ok), (other_state, other_ok) = one, other
+    timed = {"exited", "late", "close"}
+    return ok == other_ok and (state == other_state or ("close" in (state, other_state) and
+                                                        {state, other_state} <= timed))
 
 
 def _said(trial: LockConflict) -> str:
@@ -64,7 +84,8 @@ def contender_state(trial: LockConflict) -> str:
     """What the contender did while the lock was held: 'reached' the parked state; 'asked' for an answer on its
     stdin (a pipe nobody wrote to); 'waiting', still running when clirace let the holder go (after its window and
     the follow), or seen in its lock call on the parked file and stopped then; 'late', it answered while the lock
-    was still held but after its window; or 'exited' within its window."""
+    was still held but after its window; 'close', within its window but too close to it to tell (`close_from`);
+    or 'exited' within its window."""
     contender = trial.invocation("contender")
     if trial.event(EventKind.REACHED_STATE, "contender"):
         return "reached"
@@ -77,6 +98,8 @@ def contender_state(trial: LockConflict) -> str:
         return "waiting"
     if contender is not None and trial.window and contender.duration > trial.window:
         return "late"
+    if contender is not None and trial.close_from and contender.duration > trial.close_from:
+        return "close"
     return "exited"
 
 
@@ -126,9 +149,15 @@ def server_lock_wait(trial: Trial) -> str:
 
 
 def again(history: History) -> str:
-    """The words for a second run that agreed with the first, for the evidence ("" without one)."""
+    """The words for the other run, which agreed with the deciding one, for the evidence ("" without one)."""
     trials = history.of(LockConflict)
-    return f"; the same in a second run ({_said(trials[1])})" if len(trials) > 1 else ""
+    if len(trials) < 2:
+        return ""
+    decided = deciding(trials)
+    other = next(t for t in trials if t is not decided)
+    if contender_state(other) == contender_state(decided):
+        return f"; the same in {'a second' if other.round else 'the first'} run ({_said(other)})"
+    return f"; in the {'second' if other.round else 'first'} run the contender {_said(other)}"
 
 
 def holder_gone(trial: Trial) -> bool:
@@ -155,7 +184,7 @@ def not_excluded(trial: LockConflict) -> str | None:
     if state == "reached":
         return "opened the state file the holder was reading, without waiting for any lock"
     contender = trial.invocation("contender")
-    if state in ("exited", "late") and contender is not None and succeeded(contender):
+    if state in ("exited", "late", "close") and contender is not None and succeeded(contender):
         return "ran and exited 0"
     return None
 

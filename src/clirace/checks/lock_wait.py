@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from clirace.checks._common import cut_short, finding, flaky, not_run_verdict, records
 from clirace.checks._lock import (
+    CLOSE_HINT,
+    STATES,
     UNHELD_HINT,
+    again,
     blocked_while_waiting,
     conflict_trial,
     contender_state,
@@ -36,6 +39,9 @@ def _never_waits(history: History) -> Verdict:
     if (why := unheld(trial)) is not None:
         return Verdict(ID, UNKNOWN, why, hint=UNHELD_HINT)
     labels = ["holder", "contender"]
+    if contender_state(trial) == "close" and not contender.ok:
+        return Verdict(ID, UNKNOWN, f"could not decide: the contender {STATES['close']} ({contender.ending()} after "
+                       f"{contender.duration:.1f} s)" + again(history), hint=CLOSE_HINT)
     if contender_state(trial) != "exited" or contender.ok:
         f = finding("CR405", trial, labels, "a prompt, structured LOCK_HELD error", contender.ending(),
                     outcome=contender.ending())

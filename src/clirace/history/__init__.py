@@ -331,13 +331,17 @@ class LockConflict(LockTrial):
     The holder is held for `window` (the prompt plus the contender's run-alone time), then `follow` longer while
     the contender is still running, then `retried` longer while it is shown blocked on the lock (up to
     tool.timeout in all), and only then released. Round 2 repeats a trial whose contender outlived
-    the window (a finding made by the clock is seen twice before it is reported)."""
+    the window, or answered too close to it to tell (`close_from`): a verdict made by the clock is seen twice."""
     KIND: ClassVar[str] = "lock-conflict"
     hold: HoldMode = HoldMode.COMMAND
     prompt: float = 5.0  # the spec's prompt
     retry_wait_ms: int = 0  # how long clirace waited before each retry-N, obeying the hint (capped)
     alone: float | None = None  # seconds the contender took alone (its reference run): the prompt is scaled by it
     window: float = 0.0  # prompt + alone: how long it had to answer (0: older histories, where it was `prompt`)
+    # prompt + the fastest of its runs alone: an answer after this, yet within `window`, is too close to call (the
+    # runs alone on a loaded machine differ by more than the answer's margin); such a trial runs twice (0: older
+    # histories, which have no such band)
+    close_from: float = 0.0
     follow: float = 0.0  # how much longer a contender still running was followed before the holder let go
     watched: Watched | None = None  # the contender over the follow, when it was still running after the window
     retried: float = 0.0  # seconds it was followed past the follow, the lock still held, while shown blocked on it

@@ -92,12 +92,13 @@ class Context:
     def lock_commands_alone(self) -> bool:
         return lock_commands_alone(self.only)
 
-    def alone_seconds(self, command: str) -> float | None:
-        """How long lock.`command` took run alone on fresh state (the longest of its reference runs), the
-        tool's own measure of its time on this machine at this load; None without a reference run."""
+    def alone_seconds(self, command: str, fastest: bool = False) -> float | None:
+        """How long lock.`command` took run alone on fresh state (the longest of its reference runs, or with
+        `fastest` the shortest), the tool's own measure of its time on this machine at this load; None without
+        a reference run."""
         runs = [inv.duration for t in (*self.earlier, *self.trials) if isinstance(t, Alone) and t.command == command
                 and not t.error for inv in t.invocations if inv.label == "alone"]
-        return max(runs) if runs else None
+        return (min(runs) if fastest else max(runs)) if runs else None
 
     @property
     def input_token(self) -> str:
