@@ -205,8 +205,8 @@ class Running:
             self._drained(time.monotonic() + DRAIN_AFTER_KILL)
         ended = time.monotonic()
         if self.terminal is not None and self._closed.is_set():
-            os.close(self.terminal)
-            self.terminal = None
+            terminal, self.terminal = self.terminal, None  # before the close: a finish called again closes nothing
+            os.close(terminal)
         code = self.proc.returncode
         return Invocation(
             label=self.label, argv=tuple(self.argv), env=dict(self.env_changes), cwd=self.cwd,
