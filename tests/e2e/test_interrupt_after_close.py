@@ -95,3 +95,41 @@ def test_a_sigterm_just_after_a_close_closes_nothing_twice(case, no_leftovers, t
     assert "CLOSED TWICE" not in stderr, stderr[-2000:]
     assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
     assert "Traceback" not in stderr, stderr[-2000:]
+
+
+# The config's sampler started, and a SIGTERM acted on right after (as it may be inside Thread.start, which waits for
+# the thread to run): a sampler left running reads on through the sandbox's fd, which the trial's end closes (and
+# its number goes to whatever is opened next), then spins for the rest of the run.
+SAMPLER_STARTED = r"""
+import atexit, os, signal, sys, threading
+from clirace.cli import run
+from clirace.scenarios import atomic
+
+real_start = atomic._Sampler.start
+def start(self):
+    real_start(self)
+    os.write(2, b"SIGTERM just after the sampler started\n")
+    signal.raise_signal(signal.SIGTERM)
+atomic._Sampler.start = start
+
+def still_sampling():
+    if any(isinstance(t, atomic._Sampler) and t.is_alive() for t in threading.enumerate()):
+        os.write(2, b"STILL SAMPLING at the exit\n")
+atexit.register(still_sampling)
+sys.argv = ["clirace", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_a_sigterm_just_after_the_sampler_started_stops_the_sampler(no_leftovers, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SAMPLER_STARTED, "check", str(LEVEL3), "--rounds", "1", "--parallel",
+                           "2", "--seed", "7", "--only=atomic-config-writes", "--format", "json",
+                           "--history", str(tmp_path / "history.json")],
+                          capture_output=True, env=no_leftovers.env(), cwd=ROOT, timeout=100)
+    stderr = proc.stderr.decode(errors="replace")
+    assert "SIGTERM just after the sampler started" in stderr, stderr[-2000:]
+    assert "STILL SAMPLING" not in stderr, stderr[-2000:]
+    assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
+    assert "Traceback" not in stderr, stderr[-2000:]
