@@ -6,10 +6,11 @@ os.close() that the signal arrived during. Code that closes a number and only th
 EBADF (a fresh-clone CI run's "atomic config: sampling the config-SIGTERM" failure), or, had another thread opened a
 descriptor meanwhile and been given that number, that thread's pipe or file closed under it.
 
-Each case runs a real `clirace check` whose os.close is wrapped: once the run reaches the step, the close made by
-the named function (in the main thread, which a signal reaches) is followed by a real SIGTERM, sent by
+Each case of the first test runs a real `clirace check` whose os.close is wrapped: once the run reaches the step, the
+close made by the named function (in the main thread, which a signal reaches) is followed by a real SIGTERM, sent by
 signal.raise_signal and handled by clirace's own handler, at the very point a signal lands; any close that finds
-its descriptor already closed (EBADF) is reported on stderr.
+its descriptor already closed (EBADF) is reported on stderr. The two after it: a sampler thread an interrupt left
+reading through a closed descriptor, and subprocess's own window of the same kind.
 """
 from __future__ import annotations
 
