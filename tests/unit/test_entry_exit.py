@@ -57,3 +57,28 @@ threading.Thread(target=last_step).start()
     proc = entry(prelude, "--help")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith("thread finished\n"), proc.stdout[-200:]
+
+
+# A command whose clean-up fails on the way out of a real signal (main's own SIGTERM handler, Python's for SIGINT): a
+# descriptor closed twice raises OSError EBADF, which hides the interrupt from every `except KeyboardInterrupt`.
+CLEAN_UP_FAILS = """
+import os, signal
+import clirace.cli
+def app(standalone_mode):
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)
+    try:
+        signal.raise_signal(signal.{sig})
+    finally:
+        os.close(fd)  # closed already
+clirace.cli.app = app
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig, status, words", [("SIGTERM", 143, "clirace: terminated.\n"),
+                                                ("SIGINT", 130, "clirace: interrupted.\n")])
+def test_an_interrupt_whose_clean_up_fails_still_exits_as_the_interrupt(sig, status, words):
+    proc = entry(CLEAN_UP_FAILS.format(sig=sig), "checks")
+    assert proc.returncode == status, proc.stderr
+    assert proc.stderr == words  # as for the interrupt alone: no "internal error", no traceback

@@ -26,7 +26,7 @@ from clirace.history import (
     WorkloadRound,
     WriterKilled,
 )
-from clirace.history.vocab import Failure
+from clirace.history.vocab import INTERRUPTED_TRIAL, Failure
 
 UNFINISHED = (Failure.INTERRUPTED, Failure.CLIRACE)  # a record these ended is no record of what was planned
 
@@ -104,7 +104,7 @@ def _why(history: History, declined: list[NotRun], mine: list[Trial]) -> str:
     if history.stopped:
         return f"the run was {history.stopped}"
     if any(t.failure is Failure.INTERRUPTED for t in mine):
-        return "interrupted before the trial finished"
+        return INTERRUPTED_TRIAL
     if history.options.shard:
         return (f"left to the other shards: this history is shard {history.options.shard}; judge it with theirs, "
                 "`clirace judge H1 H2 ...`")

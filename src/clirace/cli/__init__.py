@@ -17,7 +17,7 @@ from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import typer
 import typer.core
@@ -537,13 +537,11 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        print("clirace: interrupted.", file=sys.stderr)
-        sys.exit(errors.EXIT_INTERRUPTED)
-    except errors.Terminated:
-        print("clirace: terminated.", file=sys.stderr)
-        sys.exit(errors.EXIT_TERMINATED)
+    except (KeyboardInterrupt, errors.Terminated) as stop:
+        _stopped(stop)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: say it is a bug, exit 3
+        if (behind := errors.interrupt_behind(exc)) is not None:  # a clean-up failed on the way out of the interrupt
+            _stopped(behind)
         # typer ships its own copy of click; recognise its exceptions by shape rather than import path.
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
@@ -554,6 +552,15 @@ def main() -> None:
         print(f"clirace: {err.paragraph()}", file=sys.stderr)
         sys.exit(errors.EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else errors.EXIT_OK)
+
+
+def _stopped(stop: BaseException) -> NoReturn:
+    """Exit as Ctrl-C (130) or SIGTERM (143) asked."""
+    if isinstance(stop, KeyboardInterrupt):
+        print("clirace: interrupted.", file=sys.stderr)
+        sys.exit(errors.EXIT_INTERRUPTED)
+    print("clirace: terminated.", file=sys.stderr)
+    sys.exit(errors.EXIT_TERMINATED)
 
 
 def run() -> None:

@@ -206,9 +206,9 @@ class Destination:
         return 0o666 & ~umask
 
     def close(self) -> None:
-        if self.dir_fd >= 0:
-            os.close(self.dir_fd)
-            self.dir_fd = -1
+        fd, self.dir_fd = self.dir_fd, -1  # before the close: a close interrupted after it is not repeated
+        if fd >= 0:
+            os.close(fd)
 
 
 def _stat(path: Path) -> os.stat_result | None:

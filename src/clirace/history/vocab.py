@@ -100,3 +100,7 @@ class Failure(_Word):
     SPEC = "spec"  # the spec does not fit the tool (its setup fails in a fresh sandbox): exit 2 before any round
     CLIRACE = "clirace"  # clirace itself failed (a bug, or a limit of this machine): exit 3 in a reference run
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM stopped the run in the middle of the trial
+
+
+# A trial's `error` when Ctrl-C or SIGTERM stopped it (older histories are read by its first word: Trial.failure).
+INTERRUPTED_TRIAL = "interrupted before the trial finished"

@@ -279,8 +279,8 @@ def _dismiss(run: Run) -> None:
     if run.write_end is None or run.watchdog is None:
         return
     _tell_watchdog(run, b"d")
-    os.close(run.write_end)
-    run.write_end = None
+    write_end, run.write_end = run.write_end, None  # before the close: it is never closed twice
+    os.close(write_end)
     try:
         run.watchdog.wait(2.0)
     except subprocess.TimeoutExpired:

@@ -115,6 +115,7 @@ class Running:
     _err: tuple[bytearray, list[int]] = field(default_factory=lambda: (bytearray(), [0]))
     _open_streams: int = 2
     terminal: int | None = None  # the pty's master side, when it runs on a pseudo-terminal
+    output: tuple[IO[bytes] | None, IO[bytes] | None] = (None, None)  # the read ends of its stdout and stderr pipes
     _closed: threading.Event = field(default_factory=threading.Event)
     _ready: threading.Event = field(default_factory=threading.Event)  # its barrier shim printed its ready byte
 
@@ -205,8 +206,8 @@ class Running:
             self._drained(time.monotonic() + DRAIN_AFTER_KILL)
         ended = time.monotonic()
         if self.terminal is not None and self._closed.is_set():
-            os.close(self.terminal)
-            self.terminal = None
+            terminal, self.terminal = self.terminal, None  # before the close: a finish called again closes nothing
+            os.close(terminal)
         code = self.proc.returncode
         return Invocation(
             label=self.label, argv=tuple(self.argv), env=dict(self.env_changes), cwd=self.cwd,
@@ -305,10 +306,10 @@ class _Pump:
                                   running, False)]
                 running._open_streams = 1
             else:
-                # Popen made both (stdout and stderr are always PIPE)
-                assert running.proc.stdout is not None and running.proc.stderr is not None
-                self.pending += [(running.proc.stdout, running._out, running, running.parked),
-                                 (running.proc.stderr, running._err, running, False)]
+                stdout, stderr = running.output
+                assert stdout is not None and stderr is not None  # (a pipe each, clirace's or the stand-in's)
+                self.pending += [(stdout, running._out, running, running.parked),
+                                 (stderr, running._err, running, False)]
         os.write(self.wake_w, b"\0")
 
     def _loop(self) -> None:
@@ -369,14 +370,22 @@ class Launcher:
         marker = f"{os.getpid()}:{next(_ids)}"
         env = {**self.env, **(extra_env or {}), INVOCATION_MARKER: marker}
         parked = bool(prefix)
-        terminal = slave = None
-        stdout: int | IO[Any] = subprocess.PIPE
-        stderr: int | IO[Any] = subprocess.PIPE
+        terminal = out = err = None
         take_terminal: Preexec | None = None
         join: Preexec | None = None
+        # The child's stdin, stdout and stderr are clirace's own descriptors, never subprocess's PIPE or DEVNULL:
+        # Popen closes what it made for the child through an ExitStack and notes that it did only afterwards, so a
+        # Ctrl-C or SIGTERM acted on in between had its clean-up close them again, whatever another thread had been
+        # given those numbers meanwhile. What it is given, it never closes.
+        ends: tuple[int, ...]  # the child's ends, closed here once it has them
         if pty:
             terminal, slave, take_terminal = _open_terminal()
-            stdin = stdout = stderr = slave
+            stdin, ends = slave, (slave,)
+        else:
+            (out, out_end), (err, err_end) = os.pipe(), os.pipe()
+            ends = (out_end, err_end)
+        if stdin == subprocess.DEVNULL:
+            stdin = _devnull()
         apart, log = strace_apart(wrap)
         dies: Preexec | None = None
         if parked:
@@ -388,23 +397,28 @@ class Launcher:
         else:  # (a terminal's preexec_fn forks anyway; a program that may not start fails as subprocess says)
             dies, join = die_with_parent(), _joiner(self.cgroup) if self.cgroup else None
         try:
-            proc = subprocess.Popen([*prefix, *apart, *argv], env=env, cwd=self.cwd, start_new_session=True,
-                                    preexec_fn=_chain(join, dies, take_terminal), stdin=stdin, stdout=stdout,
-                                    stderr=stderr)
+            try:
+                proc = subprocess.Popen([*prefix, *apart, *argv], env=env, cwd=self.cwd, start_new_session=True,
+                                        preexec_fn=_chain(join, dies, take_terminal), stdin=stdin,
+                                        stdout=ends[0], stderr=ends[-1])
+            finally:
+                for end in ends:
+                    os.close(end)  # the child has them now (the terminal's other side, or the pipes' write ends)
         except OSError as exc:
             if exc.filename is None:  # not about the program or its directory: clirace's own trouble
-                if log is not None:
-                    os.close(log)
+                for fd in (log, out, err):
+                    if fd is not None:
+                        os.close(fd)
                 raise
-            proc, parked = _cannot_start([*wrap, *argv], exc, env), False
-            if terminal is not None:
-                os.close(terminal)
-                terminal = None
-        finally:
-            if slave is not None:
-                os.close(slave)  # the child has the terminal's other side now
+            proc, parked = _cannot_start([*wrap, *argv], exc, env), False  # with pipes of its own
+            for fd in (terminal, out, err):
+                if fd is not None:
+                    os.close(fd)
+            terminal = out = err = None
+        output = (os.fdopen(out, "rb", buffering=0), os.fdopen(err, "rb", buffering=0)) if out is not None and \
+            err is not None else (proc.stdout, proc.stderr)
         running = Running(label, list(argv), {**self.env_changes, **(extra_env or {})}, self.cwd, proc, self.clock0,
-                          marker=marker, parked=parked, terminal=terminal)
+                          marker=marker, parked=parked, terminal=terminal, output=output)
         running.wrapper = describe_wrapper(wrap) or ("on a pseudo-terminal (stdout and stderr merged)" if pty else "")
         running.wrapper_log = log
         _Pump.shared().add(running)
@@ -455,6 +469,19 @@ class Launcher:
     def run_together(self, jobs: Iterable[Job]) -> list[Invocation]:
         runnings = self.start_together(jobs)
         return [r.finish() for r in runnings]
+
+
+_null: int | None = None
+_null_guard = threading.Lock()
+
+
+def _devnull() -> int:
+    """An fd on /dev/null, opened once and kept: every child given "no stdin" gets it (see _popen)."""
+    global _null
+    with _null_guard:
+        if _null is None:
+            _null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)  # as subprocess.DEVNULL opens it
+        return _null
 
 
 def _cannot_start(argv: list[str], exc: OSError, env: dict[str, str]) -> subprocess.Popen[bytes]:

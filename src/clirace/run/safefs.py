@@ -109,8 +109,10 @@ def _parent(root: str | Path, rel: str, create: bool = False, mode: int = 0o755)
                 if kind == "a regular file":
                     raise NotADirectoryError(errno.ENOTDIR, "Not a directory", "/".join(parts[:depth + 1])) from None
                 raise Refused(Special("/".join(parts[:depth + 1]), kind)) from None
-            os.close(fd)
-            fd = child
+            # `fd` names the child before the parent is closed: a Ctrl-C or SIGTERM raised just after a close
+            # (where a signal is most often acted on) must not send the `finally` below to close it again.
+            parent, fd = fd, child
+            os.close(parent)
         yield fd, parts[-1]
     finally:
         os.close(fd)

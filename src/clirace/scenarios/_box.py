@@ -22,7 +22,7 @@ from typing import Any
 
 from clirace.errors import InternalError, ServiceFailed, SpecError, TrialFailed, interrupt_behind
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
-from clirace.history.vocab import EventKind, Failure, Outcome
+from clirace.history.vocab import INTERRUPTED_TRIAL, EventKind, Failure, Outcome
 from clirace.run import observe, safefs
 from clirace.run.cleanup import end_adopted
 from clirace.run.launch import Launcher, Running, stop_all
@@ -195,12 +195,12 @@ class Context:
             error, failure = (error, failure) if error else (str(exc), Failure(exc.failure))
         except Exception as exc:  # noqa: BLE001 - one experiment's failure must not sink the run
             if (stop := interrupt_behind(exc)) is not None:  # a clean-up failed on the way out of Ctrl-C or SIGTERM
-                error, failure = "interrupted before the trial finished", Failure.INTERRUPTED
+                error, failure = INTERRUPTED_TRIAL, Failure.INTERRUPTED
                 raise stop from None
             error, failure = (f"clirace failed inside this experiment ({type(exc).__name__}: {exc}); this is a bug "
                               "in clirace or a limit of this machine, please report it"), Failure.CLIRACE
         except BaseException:  # Ctrl-C, SIGTERM: the trial is incomplete and must not be judged
-            error, failure = "interrupted before the trial finished", Failure.INTERRUPTED
+            error, failure = INTERRUPTED_TRIAL, Failure.INTERRUPTED
             raise
         finally:
             self.live.remove(box)

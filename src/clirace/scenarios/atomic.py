@@ -358,8 +358,10 @@ def _sampled(ctx: Context, workload: Workload) -> None:
         sampler = _Sampler(Path(box.path(workload.config.path)), box.sandbox.root, workload.config.format)
         jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=workload.key_name(2 + i), value=f"v{i}",
                                       session_id=f"s{i}"), None) for i in range(ctx.parallel)]
-        sampler.start()
+        # Started inside the `try`: an interrupt acted on as it starts must still stop it, or it reads on through
+        # the sandbox's fd after the trial's end has closed it (its number then someone else's), to the run's end.
         try:
+            sampler.start()
             box.together(jobs)
         finally:
             sampler.stop()
@@ -398,4 +400,5 @@ class _Sampler(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
-        self.join(5)
+        if self.is_alive():  # (not started, or not yet running: it stops at its first look at _halt)
+            self.join(5)

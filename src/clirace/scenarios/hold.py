@@ -339,8 +339,10 @@ class ParkHold(Holder):
         except (TimeoutError, BrokenPipeError):
             pass  # the holder stopped reading (or exited): how it ends is what the trial records
         finally:
-            os.close(self._fd)
-            self._fd = None
+            # Taken out before the close, here and in _restore: a Ctrl-C or SIGTERM raised just after the close
+            # would otherwise leave it set, and the holder's own close (on the way out) would close it again.
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def _restore(self) -> None:
         """Put a regular file with the original content back where the pipe was."""
@@ -353,8 +355,8 @@ class ParkHold(Holder):
             except (safefs.Refused, OSError):
                 pass  # the directory itself was replaced by a link meanwhile: leave it as the target made it
         if self._fd is not None and self.invocation is not None:
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 class TakeHold(Holder):
@@ -404,8 +406,8 @@ class TakeHold(Holder):
             safefs.unlink_at(self.root, self._lock_file)
             self._lock_file = None
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None  # before the close (see ParkHold._let_go)
+            os.close(fd)
 
 
 class SqliteWriteHold(Holder):

@@ -63,9 +63,9 @@ class Stdin:
 
     def end(self) -> None:
         """End of input: a tool that asked answers itself now."""
-        if self._answer >= 0:
-            os.close(self._answer)
-            self._answer = -1
+        answer, self._answer = self._answer, -1  # before the close: an end interrupted after it is not closed again
+        if answer >= 0:
+            os.close(answer)
 
     def asked(self, running: Running) -> str | None:
         """What it printed before it sat reading its stdin (its question), or None while it does not."""
