@@ -26,7 +26,7 @@ from clirace.history import Alone, Environment, History, NotRun, RunOptions, Wor
 from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
 from clirace.run import observe, services
-from clirace.run.cleanup import end_adopted, end_run, isolation, make_workdir, sweep_leftovers
+from clirace.run.cleanup import end_adopted, end_run, interrupts_held, isolation, make_workdir, sweep_leftovers
 from clirace.run.launch import allow_width
 from clirace.scenarios import SCENARIOS, SIDE_BY_SIDE, Context
 from clirace.scenarios._box import run_template_setup, shared_between_sandboxes
@@ -84,10 +84,12 @@ def _launch(spec: Spec, history: History, ctx: Context, wanted: set[str]) -> Non
     sigint_before = _children_get_default_sigint()
     for note in sweep_leftovers()["left"]:  # what an earlier clirace, killed, left running or on disk
         print(f"clirace: start-up sweep: {note}", file=sys.stderr)
-    workdir = ctx.workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
-    how, note = isolation(workdir)
-    history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)
+    workdir: Path | None = None
     try:
+        with interrupts_held():  # made whole, then acted on: the clean-up below finds all of it
+            workdir = ctx.workdir = make_workdir()  # with the run's private folder, cgroup and watchdog
+        how, note = isolation(workdir)
+        history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)
         ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
         if ctx.services is not None:
             ctx.services.fill_template(workdir, run_template_setup)
@@ -109,12 +111,16 @@ def _launch(spec: Spec, history: History, ctx: Context, wanted: set[str]) -> Non
         # whatever a trial left running, even when its own cleanup was cut short (adopted orphans first: without
         # a cgroup, nothing else finds them); then the run's folders
         end_adopted()
-        not_removed = ctx.not_removed + end_run(workdir, keep=ctx.keep)
-        if sigint_before is not None:
-            signal.signal(signal.SIGINT, sigint_before)
-        if ctx.keep:
-            history.kept = str(workdir)  # where they are, also when the run is interrupted
-        history.not_removed = tuple(dict.fromkeys(not_removed))
+        not_removed = list(ctx.not_removed)
+        try:
+            with interrupts_held():  # removed whole: an interrupt now (a second one, or one as the run ends) waits
+                not_removed += end_run(workdir, keep=ctx.keep) if workdir is not None else []
+        finally:
+            if sigint_before is not None:
+                signal.signal(signal.SIGINT, sigint_before)
+            if ctx.keep:
+                history.kept = str(workdir)  # where they are, also when the run is interrupted
+            history.not_removed = tuple(dict.fromkeys(not_removed))
 
 
 def _stages(wanted: set[str], shard: tuple[int, int] | None = None) -> list[tuple[str, ...]]:

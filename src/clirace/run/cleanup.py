@@ -28,14 +28,18 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from clirace.errors import InternalError
 from clirace.run import _cgroup, _ending, procfs, safefs
@@ -60,6 +64,29 @@ class Run:
 
 _runs: dict[str, Run] = {}  # run folder -> its run
 _registered = False
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block has ended, and are then acted on: for the steps that make or remove
+    a run's folders, which an interrupt cut in two would leave on disk (a run folder with no one to remove it; half a
+    removal) until the next run's sweep. Outside the main thread, which alone has signal handlers, it holds nothing.
+    A signal ignored stays ignored; the first one held is raised again once its handler is back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+            before[sig] = signal.signal(sig, lambda number, _frame: held.append(number))
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def make_workdir(base: str | None = None, kind: str = "") -> Path:
