@@ -82,19 +82,25 @@ CASES = {
 }
 
 
+def booted(boot: str, boot_args: list[str], spec, check: str, scope, tmp_path) -> tuple[int, str]:
+    """A real one-round `clirace check SPEC --only CHECK`, started through `boot` (given `boot_args` first): its
+    exit status and its stderr."""
+    proc = subprocess.run([sys.executable, "-c", boot, *boot_args, "check", str(spec), "--rounds", "1", "--parallel",
+                           "2", "--seed", "7", f"--only={check}", "--format", "json",
+                           "--history", str(tmp_path / "history.json")],
+                          capture_output=True, env=scope.env(), cwd=ROOT, timeout=100)
+    return proc.returncode, proc.stderr.decode(errors="replace")
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_sigterm_just_after_a_close_closes_nothing_twice(case, no_leftovers, tmp_path):
     spec, check, words, where, under = CASES[case]
-    proc = subprocess.run([sys.executable, "-c", BOOT, words, where, under, "check", str(spec), "--rounds", "1",
-                           "--parallel", "2", "--seed", "7", f"--only={check}", "--format", "json",
-                           "--history", str(tmp_path / "history.json")],
-                          capture_output=True, env=no_leftovers.env(), cwd=ROOT, timeout=100)
-    stderr = proc.stderr.decode(errors="replace")
+    returncode, stderr = booted(BOOT, [words, where, under], spec, check, no_leftovers, tmp_path)
     assert f"SIGTERM just after {where} closed" in stderr, f"the step was never reached: {stderr[-2000:]}"
     assert "CLOSED TWICE" not in stderr, stderr[-2000:]
-    assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
+    assert returncode == 143, (returncode, stderr[-2000:])
     assert "Traceback" not in stderr, stderr[-2000:]
 
 
@@ -125,14 +131,10 @@ run()
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_a_sigterm_just_after_the_sampler_started_stops_the_sampler(no_leftovers, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", SAMPLER_STARTED, "check", str(LEVEL3), "--rounds", "1", "--parallel",
-                           "2", "--seed", "7", "--only=atomic-config-writes", "--format", "json",
-                           "--history", str(tmp_path / "history.json")],
-                          capture_output=True, env=no_leftovers.env(), cwd=ROOT, timeout=100)
-    stderr = proc.stderr.decode(errors="replace")
+    returncode, stderr = booted(SAMPLER_STARTED, [], LEVEL3, "atomic-config-writes", no_leftovers, tmp_path)
     assert "SIGTERM just after the sampler started" in stderr, stderr[-2000:]
     assert "STILL SAMPLING" not in stderr, stderr[-2000:]
-    assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
+    assert returncode == 143, (returncode, stderr[-2000:])
     assert "Traceback" not in stderr, stderr[-2000:]
 
 
@@ -162,10 +164,6 @@ run()
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_subprocess_is_given_no_descriptor_of_its_own_making_to_close(no_leftovers, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", POPEN_CLOSES, "check", str(LEVEL3), "--rounds", "1", "--parallel",
-                           "2", "--seed", "7", "--only=claim", "--format", "json",
-                           "--history", str(tmp_path / "history.json")],
-                          capture_output=True, env=no_leftovers.env(), cwd=ROOT, timeout=100)
-    stderr = proc.stderr.decode(errors="replace")
-    assert proc.returncode in (0, 1), (proc.returncode, stderr[-2000:])  # (1: --only leaves the score below 3)
+    returncode, stderr = booted(POPEN_CLOSES, [], LEVEL3, "claim", no_leftovers, tmp_path)
+    assert returncode in (0, 1), (returncode, stderr[-2000:])  # (1: --only leaves the score below 3)
     assert "subprocess closed 0 descriptors of the starts" in stderr, stderr[-2000:]
