@@ -47,6 +47,21 @@ def servers_of(*clirace_pids: int) -> set[str]:
     return {pid for pid in found if any(item.startswith(marks) for item in environ(pid).split(b"\0"))}
 
 
+# What a run that stalled leaves in a criterion's evidence: killed at its deadline, or two runs the clock decided apart.
+STALLED = ("killed at its deadline", "flaky:")
+
+
+def stalled(result: dict) -> bool:
+    """Whether the score stopped only for want of evidence that a stalled run of the tool took away: nothing
+    corrupt, no criterion failed, and one left undecided says a run was killed at its deadline or that two runs
+    the clock decided disagreed. pg-jobs' psycopg client has stalled 8-10 s in two fresh-clone CI runs of session
+    13 (a run alone killed at its 10 s deadline; a conflict answer 8 s late), cause not found: the verdict on such a
+    run is undecided, as it must be, not a wrong score; that check is run once more."""
+    undecided = [c for c in result["criteria"] if c["status"] != "pass"]
+    return not result["corruption"] and all(c["status"] in ("not_tested", "unknown") for c in undecided) and any(
+        word in c["evidence"] for c in undecided for word in STALLED)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("spec,score,decided_by,hazard", CASES)
 def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, score, decided_by, hazard):
@@ -58,6 +73,11 @@ def test_server_fixture_scores_for_its_reason_twice_and_leaves_nothing(spec, sco
         out, err = run.communicate(timeout=280)
         assert run.returncode in (0, 1) and "Traceback" not in err, err
         result = json.loads(out)
+        if result["score"] != score and stalled(result):
+            again = subprocess.run([sys.executable, "-m", "clirace", "check", str(SERVERS / spec), "--format", "json",
+                                    "--seed", str(seed)], capture_output=True, text=True, timeout=200)
+            assert again.returncode in (0, 1) and "Traceback" not in again.stderr, again.stderr
+            result = json.loads(again.stdout)
         codes = {f["code"] for f in result["findings"]}
         corruption = [f for f in result["findings"] if f["severity"] == "corruption"]
         assert result["score"] == score, f"seed {seed}, score {result['score']}: " + "; ".join(
