@@ -421,3 +421,22 @@ def test_a_server_lock_statement_that_does_not_wait_proves_no_wait_and_setnx_ret
     v = waiting(clirace, setnx, dataclasses.replace(setnx, at=0.6))
     assert v.status == "pass" and "asked the server for the lock 2 times" in v.summary, v
     assert waiting(clirace, setnx).status == "unknown"
+
+
+def test_a_never_waits_tool_whose_answers_were_both_too_close_to_tell_leaves_its_lock_wait_undecided():
+    """lock-wait-timeout judges a tool that never waits on the conflict's answer, by the clock: two answers too
+    close to their time to answer decide nothing, neither a prompt answer (a pass) nor a late one (CR405); the
+    other run decides when only one was close, and a contender that ran fails whenever it answered."""
+    declared = NotRun(experiment="lock-wait", why="never waits", declared="never-waits")
+    twice_close = history(close(5.3), close(5.4, round_=1), declared)
+    v = lock_wait.check(twice_close)
+    assert v.status == "unknown" and not v.findings, v
+    assert v.summary.startswith("could not decide: the contender answered too close to its time to answer to tell"), v
+    assert "5.5 s to answer, 5.1 s with its fastest run alone" in v.summary, v
+    assert "the same in a second run" in v.summary and "less loaded machine" in v.hint, v
+    structured = lock_structured.check(twice_close)
+    assert (v.summary, v.hint) == (structured.summary, structured.hint)  # one wording for both checks
+    assert [f.code for f in lock_wait.check(history(close(5.3), close(6.1, round_=1), declared)).findings] == ["CR405"]
+    assert lock_wait.check(history(close(5.3), close(1.0, round_=1), declared)).status == "pass"
+    ran = history(close(5.3, exit_code=0, stdout="saved"), close(5.4, round_=1, exit_code=0, stdout="saved"), declared)
+    assert [f.code for f in lock_wait.check(ran).findings] == ["CR405"]

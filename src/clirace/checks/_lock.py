@@ -56,6 +56,16 @@ def deciding(trials: list[LockConflict]) -> LockConflict:
     return next((t for t in trials if contender_state(t) != "close"), trials[0])
 
 
+def too_close(check_id: str, trial: LockConflict, history: History) -> Verdict:
+    """The verdict of a check that needs the clock when both runs' answers were too close to their time to
+    answer to tell ('close')."""
+    contender = trial.invocation("contender")
+    assert contender is not None
+    return Verdict(check_id, UNKNOWN, f"could not decide: the contender {STATES['close']} ({contender.ending()} after "
+                   f"{contender.duration:.1f} s; {window(trial):g} s to answer, {trial.close_from:g} s with its "
+                   f"fastest run alone)" + again(history), hint=CLOSE_HINT)
+
+
 def _outcome(trial: LockConflict) -> tuple[str, bool]:
     contender = trial.invocation("contender")
     return contender_state(trial), contender is not None and succeeded(contender)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from clirace.checks._common import cut_short, finding, records
 from clirace.checks._lock import (
-    CLOSE_HINT,
-    STATES,
     UNHELD_HINT,
     again,
     asked,
@@ -12,6 +10,7 @@ from clirace.checks._lock import (
     contender_state,
     lost_labels,
     silent_losses,
+    too_close,
     unheld,
     window,
 )
@@ -37,9 +36,7 @@ def check(history: History) -> Verdict:
                     seconds=f"{round(window(trial) + trial.follow + trial.retried, 1):g}")
         return Verdict(ID, FAIL, f.message(), [f])
     if state == "close":  # both runs' answers too close to their time to answer: the clock cannot tell
-        return Verdict(ID, UNKNOWN, f"could not decide: the contender {STATES['close']} ({contender.ending()} after "
-                       f"{contender.duration:.1f} s; {window(trial):g} s to answer, {trial.close_from:g} s with its "
-                       f"fastest run alone)" + again(history), hint=CLOSE_HINT)
+        return too_close(ID, trial, history)
     if state == "late":  # its own answer, recorded because it was followed past its window
         f = finding("CR213", trial, labels, f"an answer within {window(trial):g}s", contender.printed(120)
                     + again(history), elapsed=f"{contender.duration:.1f}", outcome=contender.ending(),

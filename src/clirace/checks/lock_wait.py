@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from clirace.checks._common import cut_short, finding, flaky, not_run_verdict, records
 from clirace.checks._lock import (
-    CLOSE_HINT,
-    STATES,
     UNHELD_HINT,
-    again,
     blocked_while_waiting,
     conflict_trial,
     contender_state,
     holder_gone,
     lost_labels,
     silent_losses,
+    too_close,
     unheld,
 )
 from clirace.checks.findings import FAIL, PASS, UNKNOWN, Finding, Verdict
@@ -40,8 +38,7 @@ def _never_waits(history: History) -> Verdict:
         return Verdict(ID, UNKNOWN, why, hint=UNHELD_HINT)
     labels = ["holder", "contender"]
     if contender_state(trial) == "close" and not contender.ok:
-        return Verdict(ID, UNKNOWN, f"could not decide: the contender {STATES['close']} ({contender.ending()} after "
-                       f"{contender.duration:.1f} s)" + again(history), hint=CLOSE_HINT)
+        return too_close(ID, trial, history)
     if contender_state(trial) != "exited" or contender.ok:
         f = finding("CR405", trial, labels, "a prompt, structured LOCK_HELD error", contender.ending(),
                     outcome=contender.ending())
