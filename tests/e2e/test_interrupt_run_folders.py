@@ -1,4 +1,5 @@
-"""A Ctrl-C or SIGTERM while the run's folders are being made or removed still leaves nothing in TMPDIR.
+"""A Ctrl-C or SIGTERM while the run's folders are being made or removed still leaves nothing in TMPDIR, in
+`clirace check` and in `clirace init --probe`'s observation runs.
 
 A helper's sweep of real SIGTERMs at every step found two places where one left the run folder, its private
 folder and its record on disk (until the next run's start-up sweep): inside make_workdir, before the run's
@@ -15,6 +16,8 @@ import subprocess
 import sys
 
 import pytest
+
+from clirace.run import observe
 
 from ..conftest import FIXTURES, ROOT
 
@@ -52,6 +55,23 @@ def test_a_signal_while_the_run_folders_are_made_or_removed_leaves_none(where, s
     proc = subprocess.run([sys.executable, "-c", BOOT, where, str(int(sig)), "check",
                            str(FIXTURES / "level3" / "clirace.yaml"), "--rounds", "1", "--parallel", "2", "--seed", "7",
                            "--only=counter", "--format", "json"],
+                          capture_output=True, text=True, env=no_leftovers.env(), cwd=ROOT, timeout=55)
+    assert f"signal {int(sig)} inside {where}" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == EXIT[sig], (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+    left = sorted(str(path.relative_to(no_leftovers.tmpdir)) for path in no_leftovers.tmpdir.rglob("*"))
+    assert left == [], f"left in TMPDIR: {left[:20]}"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not observe.available()[0], reason="init --probe runs the command under strace")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("where", STEPS)
+def test_a_signal_while_an_init_probe_run_folders_are_made_or_removed_leaves_none(where, sig, tmp_path, no_leftovers):
+    tool = f"{sys.executable} {FIXTURES / 'level3' / 'tool.py'}"
+    proc = subprocess.run([sys.executable, "-c", BOOT, where, str(int(sig)), "init", str(tmp_path / "probed.clirace.yaml"),
+                           "--tool", tool, "--probe", f"{tool} counter incr", "--read", f"{tool} counter get"],
                           capture_output=True, text=True, env=no_leftovers.env(), cwd=ROOT, timeout=55)
     assert f"signal {int(sig)} inside {where}" in proc.stderr, proc.stderr[-2000:]
     assert proc.returncode == EXIT[sig], (proc.returncode, proc.stderr[-2000:])

@@ -132,11 +132,13 @@ def _placeholder(rel: str) -> str:
 def observe_once(program: list[str], args: list[str], setup: list[list[str] | str], timeout: float = 30) -> Observed:
     """Run `program + args` once in a fresh sandbox (after `setup`, untraced: the tool's arguments, or a shell
     command) under strace; what it did."""
-    from clirace.run.cleanup import end_run, make_workdir
+    from clirace.run.cleanup import end_run, interrupts_held, make_workdir
     from clirace.run.sandbox import Sandbox
 
-    workdir = make_workdir()
+    workdir: Path | None = None
     try:
+        with interrupts_held():  # made whole, then acted on: the clean-up below finds all of it
+            workdir = make_workdir()
         box = Sandbox(workdir, "probe", Path.cwd())
         env = box.environ({})
         values: dict[str, object] = {**PROBE_VALUES, **{k: str(v) for k, v in box.values().items()}}
@@ -174,7 +176,9 @@ def observe_once(program: list[str], args: list[str], setup: list[list[str] | st
             seen.note = f"it exited {proc.returncode}: {said[:200]}"
         return seen
     finally:
-        end_run(workdir)
+        if workdir is not None:
+            with interrupts_held():  # removed whole: an interrupt now (a second one) waits until it has ended
+                end_run(workdir)
 
 
 def help_text(program: list[str]) -> str:
