@@ -64,6 +64,7 @@ class Invocation:
     wrapper_said: str = ""  # what the wrapper (strace) itself printed, kept apart from the target's stderr
     ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
     sandbox: str = ""  # the trial's sandbox; shown as {sandbox} in reports, so that they read the same every run
+    unread: str = ""  # why clirace could not read all it printed (run/launch.py's pump), "" when it could
 
     @property
     def ok(self) -> bool:
@@ -72,8 +73,8 @@ class Invocation:
     @property
     def outcome(self) -> Outcome:
         """ok (exit 0), fail (another exit status) or unknown (timed out, or ended by a signal: it may or may
-        not have done its work)."""
-        if self.timed_out or self.signal is not None or self.exit_code is None:
+        not have done its work; or its answer could not be read whole)."""
+        if self.timed_out or self.signal is not None or self.exit_code is None or self.unread:
             return Outcome.UNKNOWN
         return Outcome.OK if self.exit_code == 0 else Outcome.FAIL
 
@@ -93,7 +94,7 @@ class Invocation:
             return f"killed by {name}" + (f", {self.ended_by}" if self.ended_by else "")
         if self.exit_code is None:
             return "never ended"
-        return f"exit {self.exit_code}"
+        return f"exit {self.exit_code}" + (f"; {self.unread}" if self.unread else "")
 
     def command(self) -> str:
         """Its command line, for evidence."""

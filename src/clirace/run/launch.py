@@ -15,6 +15,8 @@ A program that cannot be executed is recorded as a shell would report it (exit 1
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import os
 import re
@@ -114,6 +116,7 @@ class Running:
     _out: tuple[bytearray, list[int]] = field(default_factory=lambda: (bytearray(), [0]))
     _err: tuple[bytearray, list[int]] = field(default_factory=lambda: (bytearray(), [0]))
     _open_streams: int = 2
+    unread: str = ""  # why a stream of its output could not be read to its end, "" when all could (the pump)
     terminal: int | None = None  # the pty's master side, when it runs on a pseudo-terminal
     output: tuple[IO[bytes] | None, IO[bytes] | None] = (None, None)  # the read ends of its stdout and stderr pipes
     _closed: threading.Event = field(default_factory=threading.Event)
@@ -217,7 +220,7 @@ class Running:
             stdout=_text(self._out[0]), stderr=_text(self._err[0]),
             stdout_bytes=self._out[1][0], stderr_bytes=self._err[1][0], timed_out=self.timed_out,
             wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
-            wrapper_said=self._take_said(),
+            wrapper_said=self._take_said(), unread=self.unread,
         )
 
     def _take_said(self) -> str:
@@ -317,8 +320,12 @@ class _Pump:
             for key, _ in self.selector.select():
                 if key.data is None:
                     self._register_pending()
-                else:
+                    continue
+                try:
                     self._read(key)
+                except Exception as exc:  # noqa: BLE001 - one stream's trouble must not end the thread all need
+                    self._end(key.data[0], key.data[2], f"could not be read to its end ({type(exc).__name__}: {exc})",
+                              key.fd)
 
     def _register_pending(self) -> None:
         try:
@@ -328,14 +335,36 @@ class _Pump:
         with self.lock:
             pending, self.pending = self.pending, []
         for stream, sink, running, ready_byte in pending:
-            self.selector.register(stream.fileno(), selectors.EVENT_READ, [stream, sink, running, ready_byte])
+            try:
+                self.selector.register(stream.fileno(), selectors.EVENT_READ, [stream, sink, running, ready_byte])
+            except Exception as exc:  # noqa: BLE001 - (a closed stream, an fd epoll refuses): that stream alone
+                # (A KeyError: its fd was closed and its number is now a watched stream's: not this one's to close.)
+                self._end(stream, running, f"could not be read: clirace could not watch it ({type(exc).__name__}: "
+                          f"{exc})", close=not isinstance(exc, KeyError))
+
+    def _end(self, stream: IO[bytes], running: Running, why: str = "", fd: int | None = None,
+             close: bool = True) -> None:
+        """Stop reading one stream: unregistered (`fd`, when it was registered), closed, and counted closed, so
+        that its invocation completes; `why`, when it could not be read to its end, goes in its record."""
+        if fd is not None:
+            with contextlib.suppress(KeyError, ValueError):  # (already unregistered: a read that failed late)
+                self.selector.unregister(fd)
+        if close:
+            with contextlib.suppress(OSError):
+                stream.close()
+        if why:
+            name = "output" if running.terminal is not None else "stdout" if stream is running.output[0] else "stderr"
+            running.unread += ("; " if running.unread else "") + f"its {name} {why}"
+        running._stream_closed()
 
     def _read(self, key: selectors.SelectorKey) -> None:
         stream, (buffer, total), running, ready_byte = key.data
         try:
             chunk = os.read(key.fd, 65536)
-        except OSError:
-            chunk = b""
+        except OSError as exc:
+            if exc.errno != errno.EIO or running.terminal is None:
+                raise
+            chunk = b""  # a terminal whose other side is closed (every process on it gone): its end
         if chunk:
             if ready_byte:  # the barrier shim's "ready", not the target's output
                 key.data[3] = False
@@ -346,9 +375,7 @@ class _Pump:
             if room > 0:
                 buffer.extend(chunk[:room])
             return
-        self.selector.unregister(key.fd)
-        stream.close()
-        running._stream_closed()
+        self._end(stream, running, fd=key.fd)
 
 
 class Launcher:
