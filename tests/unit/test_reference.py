@@ -35,6 +35,32 @@ def test_a_command_killed_alone_leaves_the_workload_undecided_not_a_spec_error()
     assert counter.check(history(t, parallel)).status == "unknown"
 
 
+def serial_counter(superseded=False, read_after_killed=False, sandbox="/sb"):
+    read = inv("read-after", None, stderr=f"waiting on {sandbox}/state", timed_out=True) if read_after_killed else \
+        inv("read-after", stdout="3")
+    return CounterRound(workload="c", serial=True, start=0, superseded=superseded, sandbox=sandbox,
+                        invocations=(*(inv(f"inc-{i}") for i in range(3)), read))
+
+
+def test_a_reference_pass_run_again_is_judged_on_its_second_pass_and_cites_the_first():
+    parallel = CounterRound(workload="c", start=0, invocations=(inv("inc-0"), inv("inc-1"), inv("read-after", stdout="2")))
+    first = serial_counter(superseded=True, read_after_killed=True, sandbox="/sb1")
+    answered = history(first, serial_counter(sandbox="/sb2"), parallel)
+    assert reference.problems(answered) == []
+    verdict = counter.check(answered)
+    assert verdict.status == "pass" and "second reference pass" in verdict.summary, verdict
+    assert "{sandbox}" in verdict.summary and "/sb1" not in verdict.summary, verdict.summary  # the same every run
+    twice = history(first, serial_counter(read_after_killed=True, sandbox="/sb2"), parallel)
+    (problem,) = reference.problems(twice)
+    assert not problem.spec and "in its first pass" in problem.message and "/sb" not in problem.message
+    verdict = counter.check(twice)
+    assert verdict.status == "unknown" and verdict.summary.count("read-after") == 2, verdict.summary
+    assert verdict.hint == reference.TWICE_HINT
+    # A history without the marker (saved before it) judges as it did: the unanswered pass decides nothing.
+    before = counter.check(history(serial_counter(read_after_killed=True), parallel))
+    assert before.status == "unknown" and before.hint == reference.UNDECIDED_HINT and "first pass" not in before.summary
+
+
 def test_a_contender_that_fails_alone_is_a_spec_error_and_an_error_command_that_succeeds_too():
     failing = Alone(name="contender", command="contender", invocations=(inv("alone", 128, stderr="already exists"),))
     succeeding = Alone(name="error_command", command="error_command", invocations=(inv("alone", 0),))
