@@ -225,6 +225,9 @@ def _keys(trial: KeysRound) -> list[Problem]:
         held = values.get(key)
         if held is not None and value in held:
             continue
+        writer = trial.invocation(label)
+        if held is None and writer is not None and writer.outcome is Outcome.UNKNOWN:
+            continue  # killed before it answered, it may not have written its key: no misfit of the spec's
         out.append(Problem(trial.workload, f"key {key} written alone ({_shown(trial.invocation(label))}) "  # type: ignore[arg-type]
                            f"{'holds ' + repr(one_line(held, 80)) if held is not None else 'is not found'} afterwards, "
                            f"expected {value!r}: {_where_keys_are(trial, key)}"))
@@ -253,7 +256,11 @@ def _where_keys_are(trial: KeysRound, key: str) -> str:
 
 def _claim(trial: ClaimRound) -> list[Problem]:
     claimed = []
+    unknown = 0  # claims killed before they answered: each may or may not have taken an item
     for inv in trial.labelled("claim-"):
+        if inv.outcome is Outcome.UNKNOWN:
+            unknown += 1
+            continue
         item = claimed_item(inv.stdout, trial.pattern)
         if item is None or item not in trial.items:
             what = f"the claimed regex {trial.pattern!r}" if trial.pattern else "its whole stdout"
@@ -264,7 +271,7 @@ def _claim(trial: ClaimRound) -> list[Problem]:
         return [Problem(trial.workload, f"run alone, one at a time, the claims gave {claimed}: an item twice")]
     left = remaining(trial)
     listed = trial.invocation("list-after")
-    if listed is not None and (left is None or set(left) & set(trial.items)):
+    if listed is not None and (left is None or len(set(left) & set(trial.items)) > unknown):
         return [Problem(trial.workload, f"after every item was claimed alone, the list command printed "
                         f"{listed.printed(120)}; expected the items still queued, one per line (none here)")]
     return []
