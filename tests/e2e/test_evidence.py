@@ -126,3 +126,37 @@ def test_a_lock_command_silent_once_alone_is_run_again_and_silent_twice_stays_un
         for criterion in ("lock-excludes", "lock-error-structured"):
             assert statuses[criterion]["status"] == "not_tested", statuses[criterion]
             assert "as its first run alone did" in statuses[criterion]["evidence"], statuses[criterion]
+
+
+CLAIM_ONLY = ("--no-strace", "--only", "claim", "--rounds", "1", "--parallel", "2")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("silent", "silent_runs"), [("queue list", 1), ("queue list", 2), ("queue claim", 1)])
+def test_a_workload_reference_pass_silent_once_is_run_again_and_silent_twice_stays_undecided(silent, silent_runs,
+                                                                                             tmp_path):
+    """CI saw the PostgreSQL fixture's serial `list` read-back stall until its 10 s deadline: that one unanswered
+    invocation left the workload's reference pass unusable, no-silent-corruption 'could not decide', and a score-2
+    tool scored 0 (a serial claim that stalls printed no claimed item: a spec error, exit 2). The pass runs once
+    more in a fresh sandbox and decides, the first kept in the history as the evidence (superseded); a read-back
+    silent in both passes still decides nothing, and both are named. Serial (--no-strace) so that the first
+    `queue list` (`queue claim`) of all is the reference pass's."""
+    env = {**os.environ, "SILENT_ONCE_DIR": str(tmp_path), "SILENT_RUNS": str(silent_runs), "SILENT_COMMAND": silent}
+    history = tmp_path / "history.json"
+    result = check_json(ADVERSARIAL / "silent-once" / "clirace.yaml", "--seed", "1", "--history", str(history),
+                        *CLAIM_ONLY, env=env)
+    claim = result["checks"]["claim"]
+    if silent_runs == 1:
+        assert claim["status"] == "pass", claim
+        assert "second reference pass" in claim["summary"] and silent in claim["summary"], claim
+    else:
+        assert claim["status"] == "unknown", claim
+        assert claim["summary"].count(silent) == 2 and "in its first pass" in claim["summary"], claim
+        assert "gave no answer twice" in claim["hint"], claim
+        (criterion,) = [c for c in result["criteria"] if c["id"] == "no-silent-corruption"]
+        assert "in its first pass" in criterion["evidence"], criterion
+    passes = [t for t in json.loads(history.read_text())["trials"] if t["kind"] == "claim" and t["serial"]]
+    assert [t.get("superseded") for t in passes] == [True, False], passes
+    stalled = next(i for i in passes[0]["invocations"] if i["label"] == ("list-after" if "list" in silent else "claim-0"))
+    assert stalled["timed_out"] and stalled["stdout"] == "", stalled

@@ -1,7 +1,9 @@
 """The serial reference runs: a spec the tool does not fit is a spec error, an unknown outcome alone leaves
 the workload undecided, and the output oracle masks what varies between two runs of the same input."""
+import dataclasses
+
 from clirace.checks import counter, output, reference
-from clirace.history import Alone, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun
+from clirace.history import Alone, ClaimRound, ConfigSnapshot, CounterRound, KeysRound, OutputRound, OutputRun
 from clirace.history.vocab import ConfigFormat
 
 from .histories import history, inv
@@ -33,6 +35,50 @@ def test_a_command_killed_alone_leaves_the_workload_undecided_not_a_spec_error()
     assert not problem.spec
     parallel = CounterRound(workload="c", start=0, invocations=(inv("inc-0"), inv("read-after", stdout="1")))
     assert counter.check(history(t, parallel)).status == "unknown"
+
+
+def serial_counter(superseded=False, read_after_killed=False, sandbox="/sb"):
+    read = inv("read-after", None, stderr=f"waiting on {sandbox}/state", timed_out=True) if read_after_killed else \
+        inv("read-after", stdout="3")
+    return CounterRound(workload="c", serial=True, start=0, superseded=superseded, sandbox=sandbox,
+                        invocations=(*(inv(f"inc-{i}") for i in range(3)), read))
+
+
+def test_a_reference_pass_run_again_is_judged_on_its_second_pass_and_cites_the_first():
+    parallel = CounterRound(workload="c", start=0, invocations=(inv("inc-0"), inv("inc-1"), inv("read-after", stdout="2")))
+    first = serial_counter(superseded=True, read_after_killed=True, sandbox="/sb1")
+    answered = history(first, serial_counter(sandbox="/sb2"), parallel)
+    assert reference.problems(answered) == []
+    verdict = counter.check(answered)
+    assert verdict.status == "pass" and "second reference pass" in verdict.summary, verdict
+    assert "{sandbox}" in verdict.summary and "/sb1" not in verdict.summary, verdict.summary  # the same every run
+    twice = history(first, serial_counter(read_after_killed=True, sandbox="/sb2"), parallel)
+    (problem,) = reference.problems(twice)
+    assert not problem.spec and "in its first pass" in problem.message and "/sb" not in problem.message
+    verdict = counter.check(twice)
+    assert verdict.status == "unknown" and verdict.summary.count("read-after") == 2, verdict.summary
+    assert verdict.hint == reference.TWICE_HINT
+    # A history without the marker (saved before it) judges as it did: the unanswered pass decides nothing.
+    before = counter.check(history(serial_counter(read_after_killed=True), parallel))
+    assert before.status == "unknown" and before.hint == reference.UNDECIDED_HINT and "first pass" not in before.summary
+
+
+def test_a_serial_claim_or_key_write_killed_before_it_answered_is_no_spec_error():
+    """A run killed at its deadline may or may not have done its work: its empty output, its item still queued or
+    its key absent say nothing of the spec (a stalled serial claim was a spec error, exit 2)."""
+    items = ("item0-x", "item1-x", "item2-x")
+    claims = (inv("claim-0", None, timed_out=True), inv("claim-1", stdout="claimed item1-x"),
+              inv("claim-2", stdout="claimed item2-x"))
+    claim = ClaimRound(workload="q", serial=True, items=items, pattern=r"^claimed (\S+)$",
+                       invocations=(*claims, inv("list-after", stdout="item0-x\n")))
+    assert reference.problems(history(claim)) == []
+    left_two = dataclasses.replace(claim, invocations=(*claims, inv("list-after", stdout="item0-x\nitem1-x\n")))
+    (problem,) = reference.problems(history(left_two))  # one unknown claim leaves at most one item
+    assert problem.spec and "still queued" in problem.message
+    keys = KeysRound(workload="k", serial=True, keys={"set-0": ("k0", "v0"), "set-1": ("k1", "v1")},
+                     invocations=(inv("set-0", None, timed_out=True), inv("set-1"), inv("get-0"),
+                                  inv("get-1", stdout="v1")))
+    assert reference.problems(history(keys)) == []
 
 
 def test_a_contender_that_fails_alone_is_a_spec_error_and_an_error_command_that_succeeds_too():

@@ -53,6 +53,21 @@ def test_joined_shards_hold_every_round_once_and_the_oracle_once():
     assert joined.options.shard == "" and not gaps(joined)
 
 
+def test_a_reference_pass_run_again_joins_with_the_pass_after_it_and_never_counts_for_the_plan():
+    """A shard whose reference pass ran again (superseded, then the pass that counts): the first shard's copy
+    judges, the superseded pass kept with the pass after it, and only the pass that counts is a planned record."""
+    first, second = shard_history("1/2", (0, 2)), shard_history("2/2", (1, 3))
+    stalled = dataclasses.replace(first.trials[0], superseded=True, invocations=(inv("set-0", None, timed_out=True),))
+    first.trials.insert(0, stalled)
+    joined = shards.merge([second, first], ["b.json", "a.json"])
+    assert [t.superseded for t in joined.of(KeysRound) if t.serial] == [True, False] and not gaps(joined)
+    again = dataclasses.replace(second, trials=[stalled, *second.trials])  # shard 2 ran it again, shard 1 did not
+    joined = shards.merge([again, shard_history("1/2", (0, 2))], ["b.json", "a.json"])
+    assert [t.superseded for t in joined.of(KeysRound) if t.serial] == [False], "shard 2's copy is not kept"
+    only_superseded = dataclasses.replace(first, trials=[stalled])  # its second pass never ended: a gap
+    assert [g.planned.part for g in gaps(only_superseded)] == ["keys#0", "lock.contender", "keys#0"]
+
+
 def test_a_shard_alone_leaves_the_others_parts_undecided_and_says_where_they_are():
     alone = shard_history("1/2", (0, 2))
     [gap] = gaps(alone)

@@ -115,8 +115,8 @@ def parallel_rounds(history: History, kind: type[W]) -> list[W]:
 
 def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[[R], list[Finding]],
                         describe_pass: Callable[[list[R]], str], tally: Callable[[list[Finding]], str] | None = None,
-                        prefix: str | None = None, undecided: str | None = None,
-                        blind: dict[str, tuple[str, ...]] | None = None) -> Verdict:
+                        prefix: str | None = None, undecided: tuple[str, str] | None = None,
+                        blind: dict[str, tuple[str, ...]] | None = None, ran_again: str = "") -> Verdict:
     """Judge each trial with `judge_one(trial) -> list[Finding]`; any finding fails, errors make it unknown.
 
     The summary says in how many rounds it failed, so a race seen once in five rounds reads as such.
@@ -124,13 +124,13 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
     to judge, and the verdict is unknown rather than a vacuous pass. Only rounds that raced count in the
     detection bound (`could_not_race`): a round where nothing could be lost is empty evidence, as Elle's
     empty graph is. `blind` maps a finding code to the codes a round holding it did not examine (a config that
-    did not parse was never looked into for lost keys): the verdict lists them as not examined.
+    did not parse was never looked into for lost keys): the verdict lists them as not examined. `ran_again`
+    (reference.ran_again) ends a pass's summary: why its reference pass ran twice.
     """
     if not trials:
         return Verdict(check_id, NOT_APPLICABLE, "no such workload in the spec")
-    if undecided:  # without a working reference run, what the parallel rounds did cannot be judged
-        return Verdict(check_id, UNKNOWN, f"could not decide: {undecided}",
-                       hint="Make the workload's commands finish when run alone (see tool.timeout).")
+    if undecided:  # without a working reference run, what the parallel rounds did cannot be judged: (why, hint)
+        return Verdict(check_id, UNKNOWN, f"could not decide: {undecided[0]}", hint=undecided[1])
     findings: list[Finding] = []
     failed_rounds: list[R] = []
     errors: list[str] = []
@@ -188,7 +188,8 @@ def verdict_over_rounds(check_id: str, trials: Sequence[R], judge_one: Callable[
         return Verdict(check_id, UNKNOWN, f"no parallel invocation exited 0 in any round, so the invariant was never "
                        f"exercised (e.g. {sample.label}: {sample.ending()}; {sample.printed(100)})", findings,
                        hint="Check the workload's run command: it must succeed when run alone.", rates=rates)
-    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}{_bound_text(rates)}",
+    return Verdict(check_id, PASS, f"{describe_pass(judged)} ({how}){_refusals(judged, prefix)}{_bound_text(rates)}"
+                   f"{ran_again}",
                    findings, rates=rates, unexamined=unexamined, read=records(judged))
 
 

@@ -50,8 +50,8 @@ class Gap:
 
 def part_of(trial: Trial) -> tuple[str, str] | None:
     """(experiment, part) a record belongs to, as the plan names them."""
-    if isinstance(trial, WorkloadRound):
-        return ("reference" if trial.serial else "workloads", trial.workload)
+    if isinstance(trial, WorkloadRound):  # (a superseded reference pass ran again: the pass after it is the record)
+        return None if trial.superseded else ("reference" if trial.serial else "workloads", trial.workload)
     if isinstance(trial, Alone):
         return "reference", f"lock.{trial.command}"
     if isinstance(trial, LockRelease):

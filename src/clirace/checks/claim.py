@@ -49,7 +49,8 @@ def judge_one(trial: ClaimRound) -> list[Finding]:
 def check(history: History) -> Verdict:
     return verdict_over_rounds(ID, parallel_rounds(history, ClaimRound), judge_one, lambda ts: (
         f"{sum(ok_count(t, 'claim-') for t in ts)} successful claims over {len(ts)} rounds: no double claim, no lost item"),
-        tally=_tally, prefix="claim-", undecided=reference.undecided_kind(history, ClaimRound))
+        tally=_tally, prefix="claim-", undecided=reference.undecided_kind(history, ClaimRound),
+        ran_again=reference.ran_again(history, ClaimRound))
 
 
 def _tally(findings: list[Finding]) -> str:

@@ -37,7 +37,8 @@ def judge_one(trial: CounterRound) -> list[Finding]:
 def check(history: History) -> Verdict:
     return verdict_over_rounds(ID, parallel_rounds(history, CounterRound), judge_one, lambda ts: (
         f"{sum(ok_count(t, 'inc-') for t in ts)} successful increments over {len(ts)} rounds, none lost"),
-        tally=_tally, prefix="inc-", undecided=reference.undecided_kind(history, CounterRound))
+        tally=_tally, prefix="inc-", undecided=reference.undecided_kind(history, CounterRound),
+        ran_again=reference.ran_again(history, CounterRound))
 
 
 def _tally(findings: list[Finding]) -> str:

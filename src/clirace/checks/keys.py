@@ -98,7 +98,7 @@ def dropped_alone(history: History) -> dict[str, frozenset[Path]]:
     tool does alone, so not a race when a parallel round loses them too."""
     out: dict[str, frozenset[Path]] = {}
     for trial in history.of(KeysRound):
-        if trial.serial and not trial.error:
+        if trial.serial and not trial.superseded and not trial.error:
             before, after = _paths(trial.before), _paths(trial.config)
             if before is not None and after is not None:
                 out[trial.workload] = out.get(trial.workload, frozenset()) | frozenset(before - after)
@@ -112,6 +112,7 @@ def check(history: History) -> Verdict:
         f"all {sum(ok_count(t, 'set-') for t in ts)} keys written by successful runs over {len(ts)} rounds"
         f"{_before_note(ts, alone)} were present"),
         tally=_tally, prefix="set-", undecided=reference.undecided_kind(history, KeysRound),
+        ran_again=reference.ran_again(history, KeysRound),
         blind={"CR113": ("CR111", "CR112", "CR114")})
 
 

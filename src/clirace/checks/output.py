@@ -66,7 +66,8 @@ def check(history: History) -> Verdict:
     expected = {name: reference.templates(history, name) for name in dict.fromkeys(t.workload for t in rounds)}
     return verdict_over_rounds(ID, rounds, lambda t: output_findings(t, t.runs, expected.get(t.workload)), lambda ts: (
         f"all {sum(ok_count(t, 'out-') for t in ts)} successful runs over {len(ts)} rounds produced what their input "
-        "produced alone"), tally=_tally, prefix="out-", undecided=reference.undecided_kind(history, OutputRound))
+        "produced alone"), tally=_tally, prefix="out-", undecided=reference.undecided_kind(history, OutputRound),
+        ran_again=reference.ran_again(history, OutputRound))
 
 
 def _tally(findings: list[Finding]) -> str:

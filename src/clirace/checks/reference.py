@@ -56,6 +56,7 @@ class Problem:
     failure: Failure = Failure.SPEC
     trial: str = ""  # the record it comes from, named in clirace's own failure
     key: tuple[str | int, ...] = ()  # where in the spec the command that failed is written, when known
+    hint: str = ""  # what decides it, when it is undecided and more can be said than UNDECIDED_HINT
 
     @property
     def spec(self) -> bool:
@@ -63,42 +64,90 @@ class Problem:
 
 
 def serial(history: History, kind: type[WorkloadRound], workload: str) -> list[WorkloadRound]:
-    return [t for t in history.of(kind) if t.serial and t.workload == workload]
+    """The workload's reference passes that count (a superseded one, run again, does not)."""
+    return [t for t in history.of(kind) if t.serial and not t.superseded and t.workload == workload]
+
+
+def unanswered(trial: Trial) -> Invocation | None:
+    """The first invocation of a reference pass that gave no answer (killed at its deadline, or by a signal), not
+    counting a run clirace did again (AGAIN); None when every one answered, or the pass was the spec's error or
+    ended by an interrupt or by clirace (which no second pass would mend)."""
+    if trial.failure not in (None, Failure.TOOL):
+        return None
+    return _ended_unsaid([inv for inv in trial.invocations if not inv.label.startswith(AGAIN)])
 
 
 def problems(history: History) -> list[Problem]:
     """Every problem the reference runs show, in the order of the spec."""
     found: list[Problem] = []
     for trial in history.trials:
-        if isinstance(trial, WorkloadRound) and trial.serial:
-            mine = _workload_problems(history, trial)
+        if isinstance(trial, WorkloadRound) and trial.serial and not trial.superseded:
+            mine = [_with_first_pass(history, trial, p) for p in _workload_problems(history, trial)]
         elif isinstance(trial, Alone):
             mine = _alone_problems(trial)
         else:
             continue
         # The sandbox's random path reads as {sandbox}, as in all evidence: the message is the same every run.
         found.extend(Problem(p.workload, p.message.replace(trial.sandbox, "{sandbox}") if trial.sandbox else p.message,
-                             p.failure, f"{trial.KIND}: {trial.name} (round {trial.round + 1})", p.key) for p in mine)
+                             p.failure, f"{trial.KIND}: {trial.name} (round {trial.round + 1})", p.key, p.hint)
+                     for p in mine)
     unique: dict[str, Problem] = {}
     for problem in found:
         unique.setdefault(problem.message, problem)
     return list(unique.values())
 
 
-def undecided(history: History, workload: str) -> str | None:
+UNDECIDED_HINT = "Make the workload's commands finish when run alone (see tool.timeout)."
+TWICE_HINT = ("A reference pass in which every command answers decides it; this one gave no answer twice, each time "
+              "in a fresh sandbox: make the workload's commands finish when run alone, or raise tool.timeout if this "
+              "machine is too loaded for it.")
+
+
+def undecided(history: History, workload: str) -> Problem | None:
     """Why the workload cannot be decided from its reference runs, if it cannot."""
-    return next((p.message for p in problems(history) if p.workload == workload and not p.spec), None)
+    return next((p for p in problems(history) if p.workload == workload and not p.spec), None)
 
 
-def undecided_kind(history: History, kind: type[WorkloadRound]) -> str | None:
-    """Why a workload of this kind cannot be decided from its reference runs (or because the reference or
-    workload experiment failed outside any trial), if one cannot."""
+def undecided_kind(history: History, kind: type[WorkloadRound]) -> tuple[str, str] | None:
+    """(why, hint) when a workload of this kind cannot be decided from its reference runs (or because the
+    reference or workload experiment failed outside any trial)."""
     for experiment in ("reference", "workloads"):
         failed = history.not_run(experiment)
         if failed is not None and failed.error:
-            return failed.error
+            return failed.error, UNDECIDED_HINT
     names = dict.fromkeys(t.workload for t in history.of(kind))
-    return next((reason for name in names if (reason := undecided(history, name))), None)
+    problem = next((found for name in names if (found := undecided(history, name))), None)
+    return (problem.message, problem.hint or UNDECIDED_HINT) if problem else None
+
+
+def _with_first_pass(history: History, trial: WorkloadRound, problem: Problem) -> Problem:
+    """A pass that could not decide, and ran because the pass before it gave no answer (superseded): the problem
+    names that first pass's unanswered invocation too, and says what decides it."""
+    if problem.spec:
+        return problem
+    silent = next((shown for t in history.of(type(trial)) if t.superseded and t.workload == trial.workload and
+                   t.round == trial.round and (shown := _silent_in(t))), None)
+    if silent is None:
+        return problem
+    return Problem(problem.workload, f"{problem.message}; in its first pass, which ran again for that in a fresh "
+                   f"sandbox, {silent} had given no answer either", problem.failure, problem.trial, problem.key,
+                   TWICE_HINT)
+
+
+def ran_again(history: History, kind: type[WorkloadRound]) -> str:
+    """What a verdict judged against a reference pass that ran again says of it ("" when none did): the first
+    pass's unanswered invocation, which is why."""
+    return next((f"; judged against {t.workload}'s second reference pass, run in a fresh sandbox because in the "
+                 f"first {silent} gave no answer" for t in history.of(kind)
+                 if t.serial and t.superseded and (silent := _silent_in(t))), "")
+
+
+def _silent_in(first: WorkloadRound) -> str:
+    """A superseded pass's unanswered invocation, shown as evidence ("" without one)."""
+    silent = unanswered(first)
+    if silent is None:
+        return ""
+    return _shown(silent).replace(first.sandbox, "{sandbox}") if first.sandbox else _shown(silent)
 
 
 def _ended_unsaid(invs: list[Invocation]) -> Invocation | None:
@@ -176,6 +225,9 @@ def _keys(trial: KeysRound) -> list[Problem]:
         held = values.get(key)
         if held is not None and value in held:
             continue
+        writer = trial.invocation(label)
+        if held is None and writer is not None and writer.outcome is Outcome.UNKNOWN:
+            continue  # killed before it answered, it may not have written its key: no misfit of the spec's
         out.append(Problem(trial.workload, f"key {key} written alone ({_shown(trial.invocation(label))}) "  # type: ignore[arg-type]
                            f"{'holds ' + repr(one_line(held, 80)) if held is not None else 'is not found'} afterwards, "
                            f"expected {value!r}: {_where_keys_are(trial, key)}"))
@@ -204,7 +256,11 @@ def _where_keys_are(trial: KeysRound, key: str) -> str:
 
 def _claim(trial: ClaimRound) -> list[Problem]:
     claimed = []
+    unknown = 0  # claims killed before they answered: each may or may not have taken an item
     for inv in trial.labelled("claim-"):
+        if inv.outcome is Outcome.UNKNOWN:
+            unknown += 1
+            continue
         item = claimed_item(inv.stdout, trial.pattern)
         if item is None or item not in trial.items:
             what = f"the claimed regex {trial.pattern!r}" if trial.pattern else "its whole stdout"
@@ -215,7 +271,7 @@ def _claim(trial: ClaimRound) -> list[Problem]:
         return [Problem(trial.workload, f"run alone, one at a time, the claims gave {claimed}: an item twice")]
     left = remaining(trial)
     listed = trial.invocation("list-after")
-    if listed is not None and (left is None or set(left) & set(trial.items)):
+    if listed is not None and (left is None or len(set(left) & set(trial.items)) > unknown):
         return [Problem(trial.workload, f"after every item was claimed alone, the list command printed "
                         f"{listed.printed(120)}; expected the items still queued, one per line (none here)")]
     return []

@@ -237,6 +237,9 @@ class WorkloadRound(Trial):
     """One parallel round of a workload: `parallel` invocations released together from a barrier."""
     workload: str = ""  # the workload's name in the spec
     serial: bool = False  # a reference run: the same commands one at a time, the oracle for the parallel rounds
+    # A reference pass in which an invocation gave no answer (killed at its deadline), run once more in a fresh
+    # sandbox: kept as the evidence of why, never judged; the pass after it (same workload and round) counts.
+    superseded: bool = False
     amplified: bool = False  # run under strace, writes and renames delayed by delays_ms
     delays_ms: dict[str, int] = field(default_factory=dict)
     traces: Traces = field(default_factory=dict)

@@ -115,12 +115,19 @@ def merge(histories: list[History], names: list[str]) -> History:
     trials: list[Trial] = []
     seen: set[tuple[object, ...]] = set()
     for history in ordered:
+        superseded: list[Trial] = []  # a reference pass that ran again: kept with the pass after it, or dropped with it
         for trial in history.trials:
+            if isinstance(trial, WorkloadRound) and trial.superseded:
+                superseded.append(trial)
+                continue
             if _is_reference(trial):  # every shard ran the oracle; the first shard's copy judges them all
                 if _identity(trial) in seen:
+                    superseded = []
                     continue
                 seen.add(_identity(trial))
-            trials.append(trial)
+            trials += [*superseded, trial]
+            superseded = []
+        trials += superseded
     first = ordered[0]
     # A shard that was not given leaves its parts of the plan without records: undecided (checks/_plan.py).
     stopped = "; ".join(f"shard {h.options.shard}: {h.stopped}" for h in ordered if h.stopped)

@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from clirace.history import UNANSWERED_ALONE, Alone, Invocation, OutputRound
+from clirace.checks.reference import unanswered
+from clirace.history import UNANSWERED_ALONE, Alone, Invocation, OutputRound, WorkloadRound
 from clirace.history.vocab import HoldMode, Outcome, WorkloadKind
 from clirace.run import safefs
 from clirace.scenarios import effects
@@ -35,10 +36,22 @@ def run(ctx: Context) -> None:
 
         def one_pass(ctx: Context, watched: bool, round_: int, reverse: bool, workload: Workload = workload,
                      record: Any = record, runner: Any = runner) -> None:
-            with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
-                box.fields.update(workload=workload.name, serial=True)
-                runner(ctx, box, workload, Serial(box, reverse, watched),
-                       SERIAL_RUNS if record is not OutputRound else ctx.parallel)
+            # A pass in which a command gave no answer (an add, a run or the read-back killed at its deadline)
+            # leaves its workload undecided. Once may be the machine's doing (a client stalled under load), so it
+            # runs once more in a fresh sandbox; the first pass stays in the history as the evidence (superseded,
+            # never judged), and a second silence stands.
+            for again in (False, True):
+                with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
+                    box.fields.update(workload=workload.name, serial=True)
+                    runner(ctx, box, workload, Serial(box, reverse, watched),
+                           SERIAL_RUNS if record is not OutputRound else ctx.parallel)
+                done = ctx.trials[-1]
+                silent = unanswered(done)
+                if again or silent is None or not isinstance(done, WorkloadRound):
+                    return
+                ctx.trials[-1] = dataclasses.replace(done, superseded=True)
+                ctx.say(f"{workload.name}: reference run, {silent.label} {silent.ending()}, without an answer; again, "
+                        "in a fresh sandbox")
 
         if workload.kind is WorkloadKind.OUTPUT:  # twice, in two sandboxes, in opposite orders: side by side
             _side_by_side_if_alone(ctx, lambda c, w: one_pass(c, w, 0, False), lambda c, w: one_pass(c, w, 1, True))
