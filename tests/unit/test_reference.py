@@ -25,7 +25,15 @@ def test_a_read_that_prints_nothing_alone_is_a_spec_error():
     t = KeysRound(workload="k", serial=True, invocations=(inv("set-0"), inv("get-0", stdout="")),
                   keys={"set-0": ("cliracek0", "v0")})
     (problem,) = reference.problems(history(t))
-    assert problem.spec and "is not found" in problem.message and "printed nothing" in problem.message
+    assert problem.spec and "is not found" in problem.message and "the read command printed nothing" in problem.message
+    assert "printed printed" not in problem.message
+
+
+def test_a_claim_that_prints_nothing_alone_is_said_once():
+    t = ClaimRound(workload="q", serial=True, items=("item0-x",), pattern=r"^claimed (\S+)$",
+                   invocations=(inv("claim-0", stdout=""), inv("list-after", stdout="")))
+    (problem,) = reference.problems(history(t))
+    assert problem.spec and "run alone, claim-0 printed nothing;" in problem.message, problem.message
 
 
 def test_a_command_killed_alone_leaves_the_workload_undecided_not_a_spec_error():

@@ -154,6 +154,12 @@ def _ended_unsaid(invs: list[Invocation]) -> Invocation | None:
     return next((inv for inv in invs if inv.outcome is Outcome.UNKNOWN), None)
 
 
+def _printed(inv: Invocation, limit: int = 120) -> str:
+    """'printed stdout: ...', or 'printed nothing' (Invocation.printed says that much itself)."""
+    said = inv.printed(limit)
+    return said if said == "printed nothing" else f"printed {said}"
+
+
 def _shown(inv: Invocation, limit: int = 120) -> str:
     return f"{inv.command()!r} ({inv.ending()}; {inv.printed(limit)})"
 
@@ -240,7 +246,7 @@ def _where_keys_are(trial: KeysRound, key: str) -> str:
     config = trial.config
     if config is None:
         get = trial.invocation(f"get-{next(label for label, (k, _) in trial.keys.items() if k == key)[4:]}")
-        return f"the read command printed {get.printed(120) if get else 'nothing (it never ran)'}"
+        return f"the read command {_printed(get) if get else 'printed nothing (it never ran)'}"
     if config.text is None:
         return f"{config.path} does not exist ({config.why_none}); is config.path the file the tool writes?"
     try:
@@ -264,7 +270,7 @@ def _claim(trial: ClaimRound) -> list[Problem]:
         item = claimed_item(inv.stdout, trial.pattern)
         if item is None or item not in trial.items:
             what = f"the claimed regex {trial.pattern!r}" if trial.pattern else "its whole stdout"
-            return [Problem(trial.workload, f"run alone, {inv.label} printed {inv.printed(120)}; {what} does not give "
+            return [Problem(trial.workload, f"run alone, {inv.label} {_printed(inv)}; {what} does not give "
                             f"one of the queued items ({', '.join(trial.items[:3])}, ...)")]
         claimed.append(item)
     if len(set(claimed)) != len(claimed):
@@ -272,8 +278,8 @@ def _claim(trial: ClaimRound) -> list[Problem]:
     left = remaining(trial)
     listed = trial.invocation("list-after")
     if listed is not None and (left is None or len(set(left) & set(trial.items)) > unknown):
-        return [Problem(trial.workload, f"after every item was claimed alone, the list command printed "
-                        f"{listed.printed(120)}; expected the items still queued, one per line (none here)")]
+        return [Problem(trial.workload, f"after every item was claimed alone, the list command "
+                        f"{_printed(listed)}; expected the items still queued, one per line (none here)")]
     return []
 
 
