@@ -18,14 +18,16 @@ def launcher(tmp_path, timeout=10.0):
 
 @pytest.mark.timeout(30)
 def test_nobody_starts_before_the_release_and_output_is_untouched(tmp_path):
-    """Each target records when it started; all must start after start_together returned (the release)."""
+    """Each target records when it started; all must start after the release, the time the launcher noted just
+    before it opened the barrier (`started`). A time taken after start_together returned is no bound: on a loaded
+    machine the targets can start and write theirs before this thread runs again (seen at load 10, by 17 ms)."""
     jobs = [(f"j{i}", [PY, "-S", "-c", f"import time; open('{tmp_path}/t{i}','w').write(str(time.monotonic())); "
                        f"print('out{i}')"], None) for i in range(6)]
     runnings = launcher(tmp_path).start_together(jobs)
-    released = time.monotonic()
+    released = {r.started for r in runnings}
     results = [r.finish() for r in runnings]
     starts = [float((tmp_path / f"t{i}").read_text()) for i in range(6)]
-    assert all(s >= released - 0.005 for s in starts), (released, starts)
+    assert len(released) == 1 and all(s >= min(released) for s in starts), (released, starts)
     assert [r.stdout for r in results] == [f"out{i}\n" for i in range(6)]  # the shim's ready byte is not in it
     assert all(r.exit_code == 0 for r in results)
 
