@@ -282,7 +282,7 @@ def _follow_hint(box: Box, hold: Holder, printed: str) -> None:
     for attempt in range(1, RETRIES + 1):
         time.sleep(waited / 1000)
         label = f"retry-{attempt}"
-        if box.run_free(label, box.argv(contender, **effects.values(box, label, contender))).exit_code == 0:
+        if box.run_free(label, box.argv(contender, **effects.values(box, label, contender))).ok:  # answered, and succeeded
             return
 
 
