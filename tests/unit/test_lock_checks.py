@@ -366,6 +366,10 @@ def test_an_answer_too_close_to_its_time_to_tell_decides_nothing_the_clock_decid
     # A contender that ran (exit 0) is not excluded, whenever it answered.
     ran = history(close(5.3, exit_code=0, stdout="saved"), close(5.4, round_=1, exit_code=0, stdout="saved"))
     assert [f.code for f in lock_excludes.check(ran).findings] == ["CR201"]
+    # Nor did it fail with a structured error, whenever it answered: the lock was held all through its window, so its
+    # exit 0 fails lock-error-structured on the evidence, not on the clock (it was left undecided).
+    v = lock_structured.check(ran)
+    assert v.status == "fail" and [f.code for f in v.findings] == ["CR201"], v
 
 
 def test_every_run_twice_outcome_that_disagrees_says_flaky_in_its_data():
