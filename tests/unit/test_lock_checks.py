@@ -444,3 +444,12 @@ def test_a_never_waits_tool_whose_answers_were_both_too_close_to_tell_leaves_its
     assert lock_wait.check(history(close(5.3), close(1.0, round_=1), declared)).status == "pass"
     ran = history(close(5.3, exit_code=0, stdout="saved"), close(5.4, round_=1, exit_code=0, stdout="saved"), declared)
     assert [f.code for f in lock_wait.check(ran).findings] == ["CR405"]
+
+
+def test_a_conflict_record_without_its_contender_is_undecided_not_a_crash():
+    """A history edited after clirace saved it (tests/e2e/test_fuzz_history.py found one: a label renamed) may hold a
+    lock-conflict record with no contender invocation; the checks asserted it was there and failed themselves."""
+    renamed = dataclasses.replace(timed(inv("renamed", 4, stdout=ENVELOPE, ended=1.0)), close_from=5.1)
+    for check in (lock_excludes.check, lock_structured.check):
+        v = check(history(renamed))
+        assert v.status == "unknown" and "has no record of the contender's invocation" in v.summary, v

@@ -38,6 +38,12 @@ def conflict_trial(history: History, check_id: str) -> LockConflict | Verdict:
     failed = next((t for t in trials if t.error), None)
     if failed is not None:
         return Verdict(check_id, UNKNOWN, f"could not decide: {failed.error}")
+    # clirace records a contender in every conflict it ran; a history edited since may have lost it
+    unrecorded = next((t for t in trials if t.invocation("contender") is None), None)
+    if unrecorded is not None:
+        return Verdict(check_id, UNKNOWN, f"could not decide: {unrecorded.KIND} {unrecorded.name} (round "
+                       f"{unrecorded.round + 1}) has no record of the contender's invocation",
+                       hint="Judge the history clirace saved, unedited, or run the check again.")
     why = lock_undecided(history)
     if why:
         return Verdict(check_id, UNKNOWN, f"could not decide: {why}",
