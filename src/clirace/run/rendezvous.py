@@ -47,6 +47,7 @@ from clirace.run.stopper import (
     READ_CALLS,
     STOPPED,
     Continuer,
+    Listings,
     Stop,
     StopLog,
     cpu_ns,
@@ -232,8 +233,9 @@ class Rendezvous(Meeting):
         return ""
 
     def _poll(self, now: float) -> None:
+        listings = Listings()  # (one listing of the trace directory per poll, not one per member)
         for member in self.members:
-            member.log.poll()
+            member.log.poll(listings.of(member.log))
             if member.arrived is None and member.log.pending and self._all_stopped(member, now):
                 member.arrived = member.arrival.reached(member.log)
                 if member.arrived is None:  # not there yet: on to its next call
