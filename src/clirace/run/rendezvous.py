@@ -225,10 +225,11 @@ class Rendezvous(Meeting):
         return [m.label for m in self.members if m.arrived is None and not m.exited_before]
 
     def _not_coming(self, missing: list[str], now: float) -> str:
+        if not any(m.arrived for m in self.members):
+            return ""  # (before /proc/locks is read: on a busy machine one read of it can cost milliseconds)
         waiting = lock_waiters()
         by_label = {m.label: m for m in self.members}
-        if any(m.arrived for m in self.members) and all(self._blocked(by_label[label], waiting, now)
-                                                        for label in missing):
+        if all(self._blocked(by_label[label], waiting, now) for label in missing):
             return "the others blocked on the lock"
         return ""
 
