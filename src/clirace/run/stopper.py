@@ -152,7 +152,7 @@ class StopLog:
 
     def pids(self, listing: list[os.DirEntry[str]] | None = None) -> list[int]:
         """Every process strace has traced for this invocation (a file exists from the moment it attaches).
-        `listing`: the trace directory's entries, read once for every StopLog in it (`listing()`)."""
+        `listing`: the trace directory's entries, read once for every StopLog in it (`trace_listing`, `Listings`)."""
         return sorted(self._files(listing))
 
     def _files(self, listing: list[os.DirEntry[str]] | None) -> dict[int, os.DirEntry[str]]:
