@@ -117,11 +117,12 @@ def blocked_on_lock(members: list[int], wakes: int) -> str:
     for pid in members:
         if how := procfs.waits_for_lock(pid):
             return f"process {pid} was blocked in {how}, waiting for the lock"
-    waiting = procfs.lock_waiters()
+    locks = procfs.proc_locks()  # (read once: each read walks every lock on the machine)
+    waiting = procfs.lock_waiters(locks)
     if found := next((pid for pid in members if pid in waiting), None):
         return f"process {found} was listed in /proc/locks waiting for the lock"
-    held = {(lock.dev, lock.ino) for lock in procfs.proc_locks() if not lock.waiting and lock.pid not in members}
     if wakes >= RETRY_WAKES:
+        held = {(lock.dev, lock.ino) for lock in locks if not lock.waiting and lock.pid not in members}
         for pid in members:
             locked = [path for identity, path in procfs.open_identities(pid).items() if identity in held]
             if locked:

@@ -240,10 +240,11 @@ def proc_locks() -> list[KernelLock]:
     return out
 
 
-def lock_waiters() -> set[int]:
-    """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks.
-    (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves nothing.)"""
-    return {lock.pid for lock in proc_locks() if lock.waiting and lock.pid > 0}
+def lock_waiters(locks: list[KernelLock] | None = None) -> set[int]:
+    """Processes the kernel lists as waiting for a lock (flock, POSIX record lock): the "->" lines of /proc/locks
+    (or of `locks`, read from it already). (An OFD lock's waiter reads pid -1: it cannot be told apart, and proves
+    nothing.)"""
+    return {lock.pid for lock in (proc_locks() if locks is None else locks) if lock.waiting and lock.pid > 0}
 
 
 def alive(pid: int) -> bool:

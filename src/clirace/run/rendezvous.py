@@ -47,6 +47,7 @@ from clirace.run.stopper import (
     READ_CALLS,
     STOPPED,
     Continuer,
+    Listings,
     Stop,
     StopLog,
     cpu_ns,
@@ -193,6 +194,7 @@ class Member:
     exited_before: bool = False
     _continued: dict[int, int] = field(default_factory=dict)  # tid -> its stops (StopLog.stopped) when last continued
     _stop_seen: float | None = None  # when a stop was first seen that not every thread has joined yet
+    _looked: dict[int, int] = field(default_factory=dict)  # pid -> its events `_refused` has read already
 
 
 @dataclass
@@ -224,23 +226,25 @@ class Rendezvous(Meeting):
         return [m.label for m in self.members if m.arrived is None and not m.exited_before]
 
     def _not_coming(self, missing: list[str], now: float) -> str:
+        if not any(m.arrived for m in self.members):
+            return ""  # (before /proc/locks is read: on a busy machine one read of it can cost milliseconds)
         waiting = lock_waiters()
         by_label = {m.label: m for m in self.members}
-        if any(m.arrived for m in self.members) and all(self._blocked(by_label[label], waiting, now)
-                                                        for label in missing):
+        if all(self._blocked(by_label[label], waiting, now) for label in missing):
             return "the others blocked on the lock"
         return ""
 
     def _poll(self, now: float) -> None:
+        listings = Listings()  # (one listing of the trace directory per poll, not one per member)
         for member in self.members:
-            member.log.poll()
+            member.log.poll(listings.of(member.log))
             if member.arrived is None and member.log.pending and self._all_stopped(member, now):
                 member.arrived = member.arrival.reached(member.log)
                 if member.arrived is None:  # not there yet: on to its next call
                     member._continued, member._stop_seen = dict(member.log.stopped), None
                     member.log.continue_pending()
             if member.arrived is None:
-                if member.refused_at is None and _refused(member.log):
+                if member.refused_at is None and _refused(member.log, member._looked):
                     member.refused_at = now
                 if not member.exited_before and ended(member.running):
                     member.exited_before = True  # (refused by the lock, failed, or never stopped where aimed)
@@ -368,7 +372,13 @@ class Seen(TypedDict):
     overall_s: float
 
 
-def _refused(log: StopLog) -> bool:
-    """Whether the trace shows a lock call that did not take its lock (refused, or interrupted while waiting)."""
-    return any(line != STOPPED and (op := parse_line(line, "")) is not None and locking.asks(op) and not op.ok
-               for events in log.events.values() for line in events)
+def _refused(log: StopLog, looked: dict[int, int]) -> bool:
+    """Whether the trace shows a lock call that did not take its lock (refused, or interrupted while waiting).
+    Only the events after those `looked` at by an earlier call are parsed (every poll of a rendezvous asks, until
+    the answer is yes: the earlier ones said no); `looked` is brought up to date."""
+    found = False
+    for pid, events in log.events.items():  # (events only grow: a StopLog appends)
+        new, looked[pid] = events[looked.get(pid, 0):], len(events)
+        found = found or any(line != STOPPED and (op := parse_line(line, "")) is not None and locking.asks(op)
+                             and not op.ok for line in new)
+    return found

@@ -150,21 +150,27 @@ class StopLog:
     stops: list[Stop] = field(default_factory=list)  # every Stop seen, in order
     pending: list[Stop] = field(default_factory=list)  # stops not continued yet
 
-    def pids(self) -> list[int]:
-        """Every process strace has traced for this invocation (a file exists from the moment it attaches)."""
-        name = self.prefix.name + "."  # (a listing, not Path.glob: read at every poll of a rendezvous, 2 ms apart)
-        try:
-            entries = os.listdir(self.prefix.parent)
-        except OSError:
-            return []
-        return sorted(int(pid) for entry in entries if entry.startswith(name)
-                      and (pid := entry.rpartition(".")[2]).isdigit())
+    def pids(self, listing: list[os.DirEntry[str]] | None = None) -> list[int]:
+        """Every process strace has traced for this invocation (a file exists from the moment it attaches).
+        `listing`: the trace directory's entries, read once for every StopLog in it (`trace_listing`, `Listings`)."""
+        return sorted(self._files(listing))
 
-    def poll(self) -> list[Stop]:
-        """New stops since the last poll."""
+    def _files(self, listing: list[os.DirEntry[str]] | None) -> dict[int, os.DirEntry[str]]:
+        name = self.prefix.name + "."  # (a listing, not Path.glob: read at every poll of a rendezvous, 2 ms apart)
+        entries = trace_listing(self.prefix.parent) if listing is None else listing
+        return {int(pid): entry for entry in entries
+                if entry.name.startswith(name) and (pid := entry.name.rpartition(".")[2]).isdigit()}
+
+    def poll(self, listing: list[os.DirEntry[str]] | None = None) -> list[Stop]:
+        """New stops since the last poll. `listing`: as for `pids`."""
         new = []
-        for pid in self.pids():
-            fd = observe.open_own(self.prefix.parent / f"{self.prefix.name}.{pid}")  # a regular file, never a link
+        for pid, entry in sorted(self._files(listing).items()):
+            try:  # (one lstat: a file with nothing new since the last poll is not opened, the usual case)
+                if entry.stat(follow_symlinks=False).st_size <= self._offsets.get(pid, 0):
+                    continue
+            except OSError:
+                continue
+            fd = observe.open_own(entry.path)  # a regular file, never a link
             if fd is None:
                 continue
             try:
@@ -202,6 +208,29 @@ class StopLog:
         for pid in dict.fromkeys(process_of(stop.pid) for stop in done):
             resume(pid)
         return done
+
+
+def trace_listing(folder: Path) -> list[os.DirEntry[str]]:
+    """The entries of a trace directory, for the `pids` and `poll` of every StopLog writing there. Read it anew
+    for each round of polls: an entry keeps the size it had when first looked at."""
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+class Listings:
+    """One `trace_listing` per trace directory, shared by the StopLogs polled in one round of polls."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, list[os.DirEntry[str]]] = {}
+
+    def of(self, log: StopLog) -> list[os.DirEntry[str]]:
+        folder = log.prefix.parent
+        if folder not in self._read:
+            self._read[folder] = trace_listing(folder)
+        return self._read[folder]
 
 
 def process_of(tid: int) -> int:
@@ -259,8 +288,9 @@ class Continuer:
 
     def _loop(self) -> None:
         while not self._closed.is_set():
+            listings = Listings()
             for log in self.logs:
-                log.poll()
+                log.poll(listings.of(log))
                 self.late += log.continue_pending()
             if self.done():
                 return
