@@ -68,6 +68,23 @@ def test_a_reference_pass_run_again_joins_with_the_pass_after_it_and_never_count
     assert [g.planned.part for g in gaps(only_superseded)] == ["keys#0", "lock.contender", "keys#0"]
 
 
+def test_the_oracle_of_joined_shards_is_the_first_copy_that_answered():
+    """Every shard runs the reference runs; the first shard's copy used to judge them all even when it gave no
+    answer (silent twice) and another shard's did, which left the whole check undecided."""
+    first, second = shard_history("1/2", (0, 2)), shard_history("2/2", (1, 3))
+    silent_pass = dataclasses.replace(first.trials[0], invocations=(inv("set-0", None, timed_out=True),))
+    silent_alone = dataclasses.replace(first.trials[1], invocations=(inv("alone", None, timed_out=True),))
+    stalled = dataclasses.replace(first, trials=[dataclasses.replace(silent_pass, superseded=True), silent_pass,
+                                                 silent_alone, *first.trials[2:]])
+    joined = shards.merge([second, stalled], ["b.json", "a.json"])
+    assert [t for t in joined.of(KeysRound) if t.serial] == [second.trials[0]], "shard 2's answered pass judges"
+    assert joined.of(Alone) == [second.trials[1]]
+    assert not gaps(joined)
+    both = shards.merge([dataclasses.replace(second, trials=stalled.trials), stalled], ["b.json", "a.json"])
+    assert [t.superseded for t in both.of(KeysRound) if t.serial] == [True, False]  # none answered: shard 1's, as before
+    assert both.of(Alone) == [silent_alone]
+
+
 def test_a_shard_alone_leaves_the_others_parts_undecided_and_says_where_they_are():
     alone = shard_history("1/2", (0, 2))
     [gap] = gaps(alone)

@@ -22,6 +22,7 @@ from clirace.checks._read import claimed_item, found_values, read_counter, remai
 from clirace.checks.lockerror import succeeded
 from clirace.errors import Undecided, Unparseable
 from clirace.history import (
+    RAN_AGAIN,
     UNANSWERED_ALONE,
     Alone,
     ClaimRound,
@@ -38,9 +39,7 @@ from clirace.spec import placeholders
 from clirace.spec.configfile import parse
 
 RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in parallel (the rest read or set up)
-# Runs clirace did again (Box.run_free): refused by a process an earlier command left running, or kept to its
-# deadline by strace following one; the run that counts is the one under the plain label.
-AGAIN = ("refused-", "traced-")
+AGAIN = RAN_AGAIN  # (history.RAN_AGAIN: runs clirace did again, not the ones that count)
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed over
 USAGE = 300  # characters shown of a lock command that fails alone: a usage message's error comes after its synopsis

@@ -452,6 +452,9 @@ class WriterKilled(Trial):
     taken_over: str = ""  # with KillPoint.exec_path: which process the killing strace took over, or why it could not
 
 
+# The label prefixes of runs clirace did again (scenarios/_box.py Box.run_free): refused by a process an earlier
+# command left running, or kept to its deadline by strace following one; the run that counts has the plain label.
+RAN_AGAIN = ("refused-", "traced-")
 # The label of a lock command's first run alone when it gave no answer (killed at its deadline): it ran again in a
 # fresh sandbox, and that Alone record keeps the first run as the evidence of why.
 UNANSWERED_ALONE = "unanswered-alone"

@@ -20,7 +20,8 @@ import shutil
 from pathlib import Path
 
 from clirace.errors import HistoryError, UsageError
-from clirace.history import Alone, History, Trial, WorkloadRound
+from clirace.history import RAN_AGAIN, UNANSWERED_ALONE, Alone, History, Trial, WorkloadRound
+from clirace.history.vocab import Outcome
 
 
 def parse(text: str) -> tuple[int, int]:
@@ -93,8 +94,21 @@ def _identity(trial: Trial) -> tuple[object, ...]:
     return (type(trial).__name__, trial.name, getattr(trial, "round", None), getattr(trial, "command", None))
 
 
+def _copy(history: History, like: Trial) -> Trial:
+    """`history`'s reference record that is the same part of the plan as `like` (it has one: it is why it was chosen)."""
+    return next(t for t in history.trials if _is_reference(t) and _identity(t) == _identity(like)
+                and not (isinstance(t, WorkloadRound) and t.superseded))
+
+
 def _is_reference(trial: Trial) -> bool:
     return isinstance(trial, Alone) or (isinstance(trial, WorkloadRound) and trial.serial)
+
+
+def _answered(trial: Trial) -> bool:
+    """Whether a reference record can be the oracle: carried out, and every command it counts gave an answer (a run
+    clirace did again, or a first silent run kept as evidence, does not count)."""
+    return not trial.error and all(inv.outcome is not Outcome.UNKNOWN for inv in trial.invocations
+                                   if not inv.label.startswith(RAN_AGAIN) and inv.label != UNANSWERED_ALONE)
 
 
 def merge(histories: list[History], names: list[str]) -> History:
@@ -112,19 +126,25 @@ def merge(histories: list[History], names: list[str]) -> History:
                                where=where, hint="Give each shard's history once.")
         shards[history.options.shard] = where
     ordered = sorted(histories, key=lambda h: int(h.options.shard.partition("/")[0]))
+    # Every shard ran the oracle: the first shard's copy that answered judges them all (the first copy when none
+    # did), so that one shard's stalled reference run does not leave the whole check undecided.
+    oracle: dict[tuple[object, ...], int] = {}
+    for index, history in enumerate(ordered):
+        for trial in history.trials:
+            if _is_reference(trial) and not (isinstance(trial, WorkloadRound) and trial.superseded):
+                chosen = oracle.setdefault(_identity(trial), index)
+                if chosen != index and _answered(trial) and not _answered(_copy(ordered[chosen], trial)):
+                    oracle[_identity(trial)] = index
     trials: list[Trial] = []
-    seen: set[tuple[object, ...]] = set()
-    for history in ordered:
+    for index, history in enumerate(ordered):
         superseded: list[Trial] = []  # a reference pass that ran again: kept with the pass after it, or dropped with it
         for trial in history.trials:
             if isinstance(trial, WorkloadRound) and trial.superseded:
                 superseded.append(trial)
                 continue
-            if _is_reference(trial):  # every shard ran the oracle; the first shard's copy judges them all
-                if _identity(trial) in seen:
-                    superseded = []
-                    continue
-                seen.add(_identity(trial))
+            if _is_reference(trial) and oracle[_identity(trial)] != index:
+                superseded = []
+                continue
             trials += [*superseded, trial]
             superseded = []
         trials += superseded
