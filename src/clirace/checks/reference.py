@@ -39,7 +39,6 @@ from clirace.spec import placeholders
 from clirace.spec.configfile import parse
 
 RUN_LABELS = {"inc", "set", "claim", "out"}  # the invocations a round runs in parallel (the rest read or set up)
-AGAIN = RAN_AGAIN  # (history.RAN_AGAIN: runs clirace did again, not the ones that count)
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
 MAX_COMPARED = 64 * 1024  # characters of an output that the masks are computed over
 USAGE = 300  # characters shown of a lock command that fails alone: a usage message's error comes after its synopsis
@@ -68,12 +67,12 @@ def serial(history: History, kind: type[WorkloadRound], workload: str) -> list[W
 
 
 def unanswered(trial: Trial) -> Invocation | None:
-    """The first invocation of a reference pass that gave no answer (killed at its deadline, or by a signal), not
-    counting a run clirace did again (AGAIN); None when every one answered, or the pass was the spec's error or
-    ended by an interrupt or by clirace (which no second pass would mend)."""
+    """The first invocation of a reference pass that gave no answer (Trial.unanswered); None when every one
+    answered, or the pass was the spec's error or ended by an interrupt or by clirace (which no second pass would
+    mend)."""
     if trial.failure not in (None, Failure.TOOL):
         return None
-    return _ended_unsaid([inv for inv in trial.invocations if not inv.label.startswith(AGAIN)])
+    return trial.unanswered()
 
 
 def problems(history: History) -> list[Problem]:
@@ -180,7 +179,7 @@ def _workload_problems(history: History, trial: WorkloadRound) -> list[Problem]:
     name = trial.workload
     if trial.failure is not None:  # a setup that fails in a fresh sandbox is the spec's; the rest could not decide
         return [Problem(name, f"run alone, it could not be carried out: {trial.error}", trial.failure)]
-    mine = [inv for inv in trial.invocations if not inv.label.startswith(AGAIN)]
+    mine = [inv for inv in trial.invocations if not inv.label.startswith(RAN_AGAIN)]
     runs = [inv for inv in mine if inv.label.split("-")[0] in RUN_LABELS]
     others = [inv for inv in mine if inv.label.split("-")[0] not in RUN_LABELS]
     # A read, add or list that ended without saying leaves nothing to compare with. A run that did is a bound

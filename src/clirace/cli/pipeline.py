@@ -22,7 +22,7 @@ from clirace.checks.catalogue import load_section
 from clirace.checks.findings import NOT_TESTED, Verdict
 from clirace.cli.validate import coverage
 from clirace.errors import InternalError, SpecError, UsageError, interrupt_behind
-from clirace.history import Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
+from clirace.history import RAN_AGAIN, Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
 from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
 from clirace.run import observe, services
@@ -232,7 +232,7 @@ def loud_failures(history: History) -> str | None:
     those that exited 0 left, so a round where most failed is said, not hidden behind a pass."""
     rounds = [t for t in history.trials if isinstance(t, WorkloadRound) and not t.serial and not t.error]
     runs = [(t, inv) for t in rounds for inv in t.invocations
-            if inv.label.split("-")[0] in reference.RUN_LABELS and not inv.label.startswith(reference.AGAIN)]
+            if inv.label.split("-")[0] in reference.RUN_LABELS and not inv.label.startswith(RAN_AGAIN)]
     loud = [(t, inv) for t, inv in runs if inv.outcome is Outcome.FAIL]
     if not loud:
         return None

@@ -211,6 +211,13 @@ class Trial:
     def labelled(self, prefix: str) -> list[Invocation]:
         return [i for i in self.invocations if i.label.startswith(prefix)]
 
+    def unanswered(self) -> Invocation | None:
+        """Its first invocation that counts and gave no answer (unknown: killed at its deadline, by a signal, or its
+        output unread); a run clirace did again (RAN_AGAIN), or a first silent run kept as evidence
+        (UNANSWERED_ALONE), does not count."""
+        return next((i for i in self.invocations if i.outcome is Outcome.UNKNOWN and not i.label.startswith(RAN_AGAIN)
+                     and i.label != UNANSWERED_ALONE), None)
+
     def event(self, kind: EventKind, label: str | None = None) -> Event | None:
         return next((e for e in self.events if e.kind is kind and (label is None or e.label == label)), None)
 

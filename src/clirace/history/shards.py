@@ -20,8 +20,7 @@ import shutil
 from pathlib import Path
 
 from clirace.errors import HistoryError, UsageError
-from clirace.history import RAN_AGAIN, UNANSWERED_ALONE, Alone, History, Trial, WorkloadRound
-from clirace.history.vocab import Outcome
+from clirace.history import Alone, History, Trial, WorkloadRound
 
 
 def parse(text: str) -> tuple[int, int]:
@@ -94,21 +93,13 @@ def _identity(trial: Trial) -> tuple[object, ...]:
     return (type(trial).__name__, trial.name, getattr(trial, "round", None), getattr(trial, "command", None))
 
 
-def _copy(history: History, like: Trial) -> Trial:
-    """`history`'s reference record that is the same part of the plan as `like` (it has one: it is why it was chosen)."""
-    return next(t for t in history.trials if _is_reference(t) and _identity(t) == _identity(like)
-                and not (isinstance(t, WorkloadRound) and t.superseded))
-
-
 def _is_reference(trial: Trial) -> bool:
     return isinstance(trial, Alone) or (isinstance(trial, WorkloadRound) and trial.serial)
 
 
 def _answered(trial: Trial) -> bool:
-    """Whether a reference record can be the oracle: carried out, and every command it counts gave an answer (a run
-    clirace did again, or a first silent run kept as evidence, does not count)."""
-    return not trial.error and all(inv.outcome is not Outcome.UNKNOWN for inv in trial.invocations
-                                   if not inv.label.startswith(RAN_AGAIN) and inv.label != UNANSWERED_ALONE)
+    """Whether a reference record can be the oracle: carried out, and every command it counts gave an answer."""
+    return not trial.error and trial.unanswered() is None
 
 
 def merge(histories: list[History], names: list[str]) -> History:
@@ -128,13 +119,13 @@ def merge(histories: list[History], names: list[str]) -> History:
     ordered = sorted(histories, key=lambda h: int(h.options.shard.partition("/")[0]))
     # Every shard ran the oracle: the first shard's copy that answered judges them all (the first copy when none
     # did), so that one shard's stalled reference run does not leave the whole check undecided.
-    oracle: dict[tuple[object, ...], int] = {}
+    oracle: dict[tuple[object, ...], tuple[int, Trial]] = {}  # identity -> (shard index, its copy)
     for index, history in enumerate(ordered):
         for trial in history.trials:
             if _is_reference(trial) and not (isinstance(trial, WorkloadRound) and trial.superseded):
-                chosen = oracle.setdefault(_identity(trial), index)
-                if chosen != index and _answered(trial) and not _answered(_copy(ordered[chosen], trial)):
-                    oracle[_identity(trial)] = index
+                _, chosen = oracle.setdefault(_identity(trial), (index, trial))
+                if chosen is not trial and _answered(trial) and not _answered(chosen):
+                    oracle[_identity(trial)] = index, trial
     trials: list[Trial] = []
     for index, history in enumerate(ordered):
         superseded: list[Trial] = []  # a reference pass that ran again: kept with the pass after it, or dropped with it
@@ -142,7 +133,7 @@ def merge(histories: list[History], names: list[str]) -> History:
             if isinstance(trial, WorkloadRound) and trial.superseded:
                 superseded.append(trial)
                 continue
-            if _is_reference(trial) and oracle[_identity(trial)] != index:
+            if _is_reference(trial) and oracle[_identity(trial)][0] != index:
                 superseded = []
                 continue
             trials += [*superseded, trial]
