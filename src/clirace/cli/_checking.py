@@ -38,17 +38,29 @@ class Signals:
         self._told = False
         self._defer = False
         self._previous: dict[int, Any] = {}  # signal.getsignal's handlers: a callable, an int or None
+        self._unraisable: Any = sys.unraisablehook
 
     def __enter__(self) -> Signals:
         self._previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
         for sig, handler in self._previous.items():
             if handler is not signal.SIG_IGN:  # e.g. SIGINT in a job a shell started in the background
                 signal.signal(sig, self._on_signal)
+        self._unraisable = sys.unraisablehook
+        sys.unraisablehook = self._unraisable_hook
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        sys.unraisablehook = self._unraisable
+
+    def _unraisable_hook(self, unraisable: Any) -> None:
+        """A signal acted on while Python ran a callback it cannot raise from (a weakref's, during garbage
+        collection: seen once in CI) has its exception printed as 'Exception ignored in' with a traceback. It is
+        noted already (`received`): the run goes on to its end and exits 130/143; print nothing for it."""
+        if self.received is not None and isinstance(unraisable.exc_value, (KeyboardInterrupt, errors.Terminated)):
+            return
+        self._unraisable(unraisable)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:
