@@ -268,3 +268,46 @@ def test_monitor_keeps_every_command_across_a_quiet_spell_longer_than_its_socket
         ops, note = server.finish(epoch0)
     assert [op.words[0] for op in ops if op.words[0] in ("GET", "SET")] == ["GET", "SET"], (ops, note)
     assert note == ""
+
+
+SILENT_INIT = """import os, sys, time
+if sys.argv[1:2] == ["init"]:  # the first $SILENT_RUNS runs of init stall before they print anything
+    for n in range(int(os.environ["SILENT_RUNS"])):
+        try:
+            os.mkdir(os.path.join(os.environ["SILENT_ONCE_DIR"], f"ran-{n}"))
+        except FileExistsError:
+            continue
+        time.sleep(3600)  # ended by clirace at tool.timeout
+os.execv(sys.executable, [sys.executable, sys.argv[0].replace("silent-init.py", "tool.py"), *sys.argv[1:]])
+"""
+
+
+@needs_postgres
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("silent_runs", [1, 2])
+def test_a_template_setup_silent_once_runs_again_and_silent_twice_decides_nothing(silent_runs, tmp_path):
+    """services.postgres.setup killed at its deadline gave no answer (a fresh-clone CI run's pg-jobs `init` once
+    printed nothing for 10 s at load 13, and clirace then exited 3, "a bug in clirace"). Once: it runs again on a
+    template made again, and the check decides. Twice: nothing could run, every criterion says why, the tool's
+    doing (exit 1, no traceback)."""
+    tool = tmp_path / "pg-jobs"
+    shutil.copytree(SERVERS / "pg-jobs", tool)
+    (tool / "silent-init.py").write_text(SILENT_INIT)
+    spec = tool / "silent.clirace.yaml"
+    spec.write_text((tool / "claim-skip-locked.clirace.yaml").read_text()
+                    .replace("{spec_dir}/tool.py", "{spec_dir}/silent-init.py")
+                    .replace("tool:\n", "tool:\n  timeout: 3s\n"))
+    (tmp_path / "once").mkdir()
+    env = {**os.environ, "SILENT_ONCE_DIR": str(tmp_path / "once"), "SILENT_RUNS": str(silent_runs)}
+    proc = run_clirace("check", str(spec), "--format", "json", "--seed", "1", "--rounds", "1", "--no-strace",
+                       "--only", "claim", env=env, timeout=100)
+    assert "Traceback" not in proc.stderr and "bug in clirace" not in proc.stderr, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "once").iterdir()) == [f"ran-{n}" for n in range(silent_runs)]
+    assert proc.returncode == 1, proc.stderr  # --only claim: the gate's no-silent-corruption is never decided
+    claim = json.loads(proc.stdout)["checks"]["claim"]
+    if silent_runs == 1:
+        assert claim["status"] == "pass", (proc.stderr, claim)
+    else:
+        assert claim["status"] == "unknown", (proc.stderr, claim)
+        assert "gave no answer twice" in claim["summary"] and claim["summary"].count("silent-init.py init") == 2, claim
+        assert "bug in clirace" not in json.dumps(claim) and "by hand against an empty database" in claim["hint"], claim

@@ -101,7 +101,7 @@ def not_run_verdict(check_id: str, history: History, experiment: str, unplanned:
             return Verdict(check_id, NOT_TESTED, unplanned, hint=hint)
         return None
     if skipped.error:
-        return Verdict(check_id, UNKNOWN, f"could not decide: {skipped.error}")
+        return Verdict(check_id, UNKNOWN, f"could not decide: {skipped.error}", hint=skipped.hint)
     return Verdict(check_id, NOT_TESTED, skipped.why, hint=skipped.hint)
 
 

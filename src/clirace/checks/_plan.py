@@ -37,6 +37,7 @@ class Gap:
     found: int  # its records that finished
     expected: int | None  # None: not known (the kill points were never listed)
     why: str
+    hint: str = ""  # what decides it, when the record that says why has a hint (the tool's doing, not a bug)
 
     def message(self) -> str:
         what = f"workload {self.planned.part}" if self.planned.experiment == "workloads" else self.planned.describe()
@@ -86,7 +87,8 @@ def gaps(history: History) -> list[Gap]:
         expected = _expected(planned, finished)
         if expected is not None and len(finished) >= expected:
             continue
-        out.append(Gap(planned, len(finished), expected, _why(history, declined, mine)))
+        tools = [t for t in declined if t.error and t.failure is Failure.TOOL]  # nothing could run: the tool's doing
+        out.append(Gap(planned, len(finished), expected, _why(history, declined, mine), tools[0].hint if tools else ""))
     return out
 
 
@@ -99,6 +101,7 @@ def _expected(planned: Planned, finished: list[Trial]) -> int | None:
 
 def _why(history: History, declined: list[NotRun], mine: list[Trial]) -> str:
     failed = next((t.error for t in (*declined, *mine) if t.error and t.failure is Failure.CLIRACE), None)
+    failed = failed or next((t.error for t in declined if t.error and t.failure is Failure.TOOL), None)
     if failed:
         return failed
     if history.stopped:
@@ -120,7 +123,8 @@ def held_to_plan(verdict: Verdict, history: History, all_gaps: list[Gap] | None 
     if not mine:
         return verdict
     return Verdict(verdict.check, UNKNOWN, f"could not decide: {mine[0].message()}", verdict.findings,
-                   hint=RERUN_HINT if history.stopped else SHARD_HINT if history.options.shard else BUG_HINT,
+                   hint=mine[0].hint or (RERUN_HINT if history.stopped else SHARD_HINT if history.options.shard
+                                         else BUG_HINT),
                    rates=verdict.rates)
 
 

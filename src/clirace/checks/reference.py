@@ -112,7 +112,7 @@ def undecided_kind(history: History, kind: type[WorkloadRound]) -> tuple[str, st
     for experiment in ("reference", "workloads"):
         failed = history.not_run(experiment)
         if failed is not None and failed.error:
-            return failed.error, UNDECIDED_HINT
+            return failed.error, failed.hint or UNDECIDED_HINT
     names = dict.fromkeys(t.workload for t in history.of(kind))
     problem = next((found for name in names if (found := undecided(history, name))), None)
     return (problem.message, problem.hint or UNDECIDED_HINT) if problem else None

@@ -21,7 +21,7 @@ from clirace.checks._plan import gaps
 from clirace.checks.catalogue import load_section
 from clirace.checks.findings import NOT_TESTED, Verdict
 from clirace.cli.validate import coverage
-from clirace.errors import InternalError, SpecError, UsageError, interrupt_behind
+from clirace.errors import InternalError, SpecError, TrialFailed, UsageError, interrupt_behind
 from clirace.history import RAN_AGAIN, Alone, Environment, History, NotRun, RunOptions, WorkloadRound, shards
 from clirace.history.version import __version__
 from clirace.history.vocab import Failure, Outcome
@@ -91,8 +91,8 @@ def _launch(spec: Spec, history: History, ctx: Context, wanted: set[str]) -> Non
         how, note = isolation(workdir)
         history.environment = dataclasses.replace(history.environment, isolation=how, isolation_note=note)
         ctx.services = services.start(spec)  # the servers the spec declares (services/), up for the whole check
-        if ctx.services is not None:
-            ctx.services.fill_template(workdir, run_template_setup)
+        if ctx.services is not None and not _template_filled(ctx, workdir, wanted, history):
+            return
         for stage in _stages(wanted, ctx.shard):
             stage_started = time.monotonic()
             shared = _lock_shared_by_sandboxes(history) if len(stage) > 1 else None
@@ -161,6 +161,23 @@ def _lock_shared_by_sandboxes(history: History) -> str | None:
         return "no traced round shows where the tool locks"
     shared = shared_between_sandboxes(traced)
     return f"the tool locks or writes {shared[0]}, outside its sandbox" if shared else None
+
+
+def _template_filled(ctx: Context, workdir: Path, wanted: set[str], history: History) -> bool:
+    """services.postgres.setup run against the template database. With no answer twice, nothing can run and
+    nothing is decided: every wanted experiment is a NotRun that says so (its checks undecided, the tool's
+    doing, not clirace's bug nor a spec error)."""
+    try:
+        ctx.services.fill_template(workdir, run_template_setup)
+    except TrialFailed as exc:
+        history.trials.extend(NotRun(name=name, experiment=name, failed_by=Failure.TOOL, error=str(exc),
+                                     hint=SILENT_SETUP_HINT) for stage in _stages(wanted, ctx.shard) for name in stage)
+        return False
+    return True
+
+
+SILENT_SETUP_HINT = ("Run services.postgres.setup's commands by hand against an empty database (a hang there is the "
+                     "tool's), or check again on a less loaded machine, or raise tool.timeout.")
 
 
 def _guarded(name: str) -> Callable[[Context], None]:

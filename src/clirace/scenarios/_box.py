@@ -44,12 +44,15 @@ def shared_between_sandboxes(trials: Iterable[Trial]) -> list[str]:
 
 def run_template_setup(spec: Spec, sandbox: Sandbox, served: Any, commands: Any) -> None:
     """services.postgres.setup, run once against the template database as a trial's setup is run (the
-    servers take this from the pipeline: they know no scenario)."""
+    servers take this from the pipeline: they know no scenario). A command that gave no answer raises
+    TrialFailed (Failure.TOOL); one that refused, SpecError; clirace's own failure, InternalError."""
     box = Box(spec, sandbox, random.Random(0), served)
     try:
         box.setup(commands)
     except TrialFailed as exc:
-        if Failure(exc.failure) is not Failure.SPEC:  # no answer (killed at its deadline), or the machine's doing
+        if Failure(exc.failure) is Failure.TOOL:  # no answer (killed at its deadline): the caller runs it again
+            raise
+        if Failure(exc.failure) is Failure.CLIRACE:  # the sandbox or the machine, not the tool
             raise InternalError(f"services.postgres.setup, run once against the template database, could not be "
                                 f"carried out: {exc}; nothing was run", where=str(spec.path)) from None
         raise SpecError(f"services.postgres.setup, run once against the template database: {exc}.",

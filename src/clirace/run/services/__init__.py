@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clirace.errors import InternalError, PgError, RedisError, ServiceFailed, SpecError
+from clirace.errors import InternalError, PgError, RedisError, ServiceFailed, SpecError, TrialFailed
 from clirace.history import ServerOp
 from clirace.run import _ending
 from clirace.run.services.meet import ServerAim
@@ -95,20 +95,37 @@ class Services:
     def fill_template(self, workdir: Path, run_setup: Callable[[Spec, Sandbox, Any, Any], None]) -> None:
         """Run services.postgres.setup once, against the template every trial's database is copied from.
         `run_setup(spec, sandbox, served, commands)` runs them as a trial's setup is run (the caller hands it
-        over: servers know no scenario) and raises SpecError when one fails."""
+        over: servers know no scenario) and raises SpecError when one fails, TrialFailed when one gave no answer.
+        A command with no answer (killed at its deadline: a stalled client on a loaded machine, or a hung tool)
+        is no answer about the spec: the setup runs once more, on a template made again (the first may have
+        left half of its work there); with no answer twice, TrialFailed says both and nothing can run."""
         commands = self.spec.services.postgres_setup if self.spec.services else ()
         if self.postgres is None or not commands:
             return
         from clirace.run.sandbox import Sandbox
-        sandbox = Sandbox(workdir, "services-setup", self.spec.spec_dir)
-        try:
-            run_setup(self.spec, sandbox, _Template(self.postgres), commands)
-        finally:
-            sandbox.end()
+        first: TrialFailed | None = None
+        for name in ("services-setup", "services-setup-again"):
+            sandbox = Sandbox(workdir, name, self.spec.spec_dir)
+            try:
+                run_setup(self.spec, sandbox, _Template(self.postgres), commands)
+                return
+            except TrialFailed as exc:
+                if first is not None:
+                    raise TrialFailed(f"services.postgres.setup gave no answer twice, each time on a new template "
+                                      f"database: {_said(first)}; then {_said(exc)}; so nothing could run",
+                                      exc.failure) from None
+                first = exc
+                self.postgres.make_template_again()
+            finally:
+                sandbox.end()
 
     def stop(self) -> None:
         if self.postgres is not None:
             self.postgres.stop()
+
+
+def _said(exc: TrialFailed) -> str:
+    return str(exc).removesuffix(": whether the spec fits the tool is unknown")
 
 
 class _Template:

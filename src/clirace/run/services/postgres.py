@@ -146,6 +146,15 @@ class PostgresServer:
             raise ServiceFailed("postgres found no free loopback port in five tries")
         self._control().query(f"CREATE DATABASE {TEMPLATE}")
 
+    def make_template_again(self) -> None:
+        """An empty template again: a setup command killed at its deadline may have left part of its work."""
+        with self._lock:
+            try:
+                self._control().query(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+                self._control().query(f"CREATE DATABASE {TEMPLATE}")
+            except (OSError, PgError) as exc:
+                raise ServiceFailed(f"could not make the template database again: {exc}") from None
+
     def _ours(self, client: Client) -> bool:
         """Whether `client` reached this check's own server: the one whose data folder is ours."""
         try:
