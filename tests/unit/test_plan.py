@@ -86,6 +86,17 @@ def test_a_scenario_that_raised_outside_its_trials_leaves_its_checks_undecided_w
     assert v.status == "unknown" and "KeyError" in v.summary
 
 
+def test_an_experiment_the_tool_kept_from_running_is_undecided_with_its_reason_and_hint_not_a_bug():
+    """The pipeline's NotRun for every experiment when services.postgres.setup gave no answer twice."""
+    why = "services.postgres.setup gave no answer twice, each time on a new template database: ..."
+    kept = [NotRun(name=e, experiment=e, failed_by=Failure.TOOL, error=why, hint="Run it by hand.")
+            for e in ("workloads", "lock-conflict")]
+    verdicts = judge(planned(*kept, plan_=(COUNTER, CONFLICT))).verdicts
+    for check in ("counter", "lock-excludes"):
+        assert verdicts[check].status == "unknown" and why in verdicts[check].summary, verdicts[check]
+        assert verdicts[check].hint == "Run it by hand." and "bug" not in verdicts[check].summary, verdicts[check]
+
+
 def test_a_lock_release_way_never_reached_is_undecided_not_passed():
     ways = tuple(Planned("lock-release", w.value, 1, ("lock-released-on-exit",)) for w in Way)
     normal = LockRelease(way=Way.NORMAL, invocations=(inv("holder"), inv("next")))
