@@ -7,12 +7,26 @@ from clirace.run import observe
 from clirace.run.services.postgres import binaries as postgres_binaries
 
 from ..conftest import ROOT, check_json
+from .conftest import shared_group
+
+EXAMPLES = ROOT / "docs" / "examples"
+OPTIONS = ("--seed", "3")
+# The examples whose whole check test_init_probe compares its probed spec's score with: that check is made once for
+# both (shared_check), in one xdist worker (their group).
+SHARED = ("flock-counter", "git-config", "sqlite3")
 
 
-def check_example(name: str, *args: str, timeout: float = 120):
-    """(JSON result, {criterion: status}) of `clirace check docs/examples/NAME.clirace.yaml --seed 3 ARGS`."""
-    result = check_json(ROOT / "docs" / "examples" / f"{name}.clirace.yaml", "--seed", "3", *args, timeout=timeout)
+def check_example(name: str, *args: str, timeout: float = 120, shared_check=None):
+    """(JSON result, {criterion: status}) of `clirace check docs/examples/NAME.clirace.yaml --seed 3 ARGS`, made
+    once per session through `shared_check` when the test passes it."""
+    spec = EXAMPLES / f"{name}.clirace.yaml"
+    result = (shared_check(spec, *OPTIONS, *args, timeout=timeout).result if shared_check is not None
+              else check_json(spec, *OPTIONS, *args, timeout=timeout))
     return result, {c["id"]: c["status"] for c in result["criteria"]}
+
+
+def shared_example(name: str) -> pytest.MarkDecorator:
+    return shared_group(f"examples/{name}")
 
 
 # For a tool that loses keys, only the keys check runs: its corruption finding alone holds the score at 0, whatever
@@ -24,10 +38,11 @@ KEYS_ONLY = ("--only", "keys")
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_config_gets_1_for_its_unstructured_lock_error():
+@shared_example("git-config")
+def test_git_config_gets_1_for_its_unstructured_lock_error(shared_check):
     # git takes ~/.gitconfig.lock with O_EXCL and renames the new file into place: nothing is lost or torn,
     # but a second writer gets "error: could not lock config file ...: File exists" and exit 255.
-    result, statuses = check_example("git-config")
+    result, statuses = check_example("git-config", shared_check=shared_check)
     assert result["score"] == 1, statuses
     assert statuses["no-silent-corruption"] == "pass" and statuses["lock-excludes"] == "pass", statuses
     assert statuses["lock-error-structured"] == "fail", statuses
@@ -55,8 +70,9 @@ def test_pip_config_gets_0_for_lost_keys():
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
-def test_sqlite3_gets_1_with_a_lock_that_is_always_released():
-    result, statuses = check_example("sqlite3")
+@shared_example("sqlite3")
+def test_sqlite3_gets_1_with_a_lock_that_is_always_released(shared_check):
+    result, statuses = check_example("sqlite3", shared_check=shared_check)
     assert result["score"] == 1, statuses
     assert statuses["no-silent-corruption"] == "pass" and statuses["lock-released-on-exit"] == "pass", statuses
     assert statuses["lock-error-structured"] == "fail" and statuses["lock-wait-timeout"] == "fail", statuses
@@ -91,8 +107,9 @@ def test_a_jq_one_liner_through_a_fixed_temp_file_gets_0_and_the_shared_path_is_
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) is not installed")
-def test_a_shell_counter_under_flock_gets_1_and_its_files_are_named_from_its_own_directory():
-    result, statuses = check_example("flock-counter")
+@shared_example("flock-counter")
+def test_a_shell_counter_under_flock_gets_1_and_its_files_are_named_from_its_own_directory(shared_check):
+    result, statuses = check_example("flock-counter", shared_check=shared_check)
     assert result["score"] == 1, statuses
     assert statuses["lock-excludes"] == "pass" and statuses["lock-error-structured"] == "fail", statuses
     (waited,) = [f for f in result["findings"] if f["code"] == "CR402"]  # flock -w 1: waited, then exit 1, silent

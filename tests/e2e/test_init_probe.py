@@ -1,6 +1,7 @@
 """`clirace init --probe` on the commands of five shipped examples (docs/examples): the spec it writes from one
 observed run of each command validates, finds the lock and state the hand-written spec names, and, checked with
-the same seed and rounds, scores what the hand-written spec scores."""
+the same seed and rounds, scores what the hand-written spec scores. Where test_examples checks the hand-written
+spec whole, both compare with the options of its run, made once for both (shared_check)."""
 import json
 import shutil
 
@@ -9,6 +10,8 @@ import pytest
 from clirace.run import observe
 
 from ..conftest import ROOT, run_clirace
+from .test_examples import OPTIONS as EXAMPLE_OPTIONS
+from .test_examples import SHARED, shared_example
 
 EXAMPLES = ROOT / "docs" / "examples"
 JQ = ("sh -c '[ -e ~/settings.json ] || echo \"{}\" > ~/settings.json; jq --arg k \"$1\" --arg v \"$2\" "
@@ -35,8 +38,12 @@ CASES = {  # example -> (init --probe arguments, lines the probed spec must hold
 }
 
 
-def score(spec) -> int:
-    proc = run_clirace("check", spec, "-q", "--rounds", "2", "--seed", "7", "--format", "json", timeout=200)
+def options(example: str) -> tuple[str, ...]:
+    return EXAMPLE_OPTIONS if example in SHARED else ("--rounds", "2", "--seed", "7")
+
+
+def score(spec, example: str) -> int:
+    proc = run_clirace("check", spec, "-q", *options(example), "--format", "json", timeout=200)
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)["score"]
 
@@ -44,8 +51,10 @@ def score(spec) -> int:
 @pytest.mark.e2e
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not observe.available()[0], reason="strace cannot trace here")
-@pytest.mark.parametrize("example", sorted(CASES))
-def test_a_probed_spec_validates_finds_the_lock_and_state_and_scores_as_the_hand_written_one(tmp_path, example):
+@pytest.mark.parametrize("example", [pytest.param(example, marks=[shared_example(example)] if example in SHARED else [])
+                                     for example in sorted(CASES)])
+def test_a_probed_spec_validates_finds_the_lock_and_state_and_scores_as_the_hand_written_one(tmp_path, example,
+                                                                                            shared_check):
     needs = {"git-config": "git", "jq-script": "jq", "rclone-config": "rclone", "sqlite3": "sqlite3"}.get(example)
     if needs and shutil.which(needs) is None:
         pytest.skip(f"{needs} is not installed")
@@ -59,4 +68,7 @@ def test_a_probed_spec_validates_finds_the_lock_and_state_and_scores_as_the_hand
     text = (tmp_path / "probed.clirace.yaml").read_text()
     for line in expected:
         assert line in text, text
-    assert score(tmp_path / "probed.clirace.yaml") == score(EXAMPLES / f"{example}.clirace.yaml")
+    written = EXAMPLES / f"{example}.clirace.yaml"
+    expected = (shared_check(written, *options(example), timeout=200).result["score"] if example in SHARED
+                else score(written, example))
+    assert score(tmp_path / "probed.clirace.yaml", example) == expected

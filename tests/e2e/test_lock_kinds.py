@@ -47,7 +47,11 @@ def test_a_lock_at_a_fixed_path_shared_by_every_session_is_not_3_and_is_named(tm
     spec = (LOCKS / "dotlock" / "fixed-lock.yaml").read_text().replace("/tmp/dotlock-fixed.lock", str(fixed)) \
         .replace("{spec_dir}/tool.py", str(LOCKS / "dotlock" / "tool.py"))
     (tmp_path / "fixed-lock.yaml").write_text(spec)
-    result = check_json(tmp_path / "fixed-lock.yaml", "--seed", "1", "--allow-outside-sandbox", timeout=380)
+    # Only the session experiment: it alone decides what is asserted (session-isolation failing holds the score
+    # under 3, as test_adversarial's session-id-ignored shows live for a whole check). The whole check was 11.4 s
+    # of CPU and 54 s of wall at load 18, this one 2.6 s and 5.5 s.
+    result = check_json(tmp_path / "fixed-lock.yaml", "--seed", "1", "--allow-outside-sandbox",
+                        "--only", "session-isolation", timeout=380)
     assert result["score"] < 3
     session = next(c for c in result["criteria"] if c["id"] == "session-isolation")
     assert session["status"] == "fail" and "tool.lock" in session["evidence"], session

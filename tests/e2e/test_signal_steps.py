@@ -5,10 +5,13 @@ in TMPDIR or /tmp.
 The progress lines on stderr are the barriers: the signal is sent the moment the step's line is printed. Each
 run is restricted (--only) to the checks that reach its step, so that reaching it is cheap; the three lock checks
 are asked for together, so that their experiments run side by side as in a whole check. The last step is reached
-by a whole, unrestricted check (the result then holds every criterion decided before it), whose progress lines
-must be exactly STEPS: a step added to the check and missing here fails the test. The result being written is
-held by a named pipe given as --history, which the test opened for reading without reading it: the history
-(larger than the pipe, shrunk to one page) fills the pipe, and clirace is then provably inside its write."""
+by a whole, unrestricted check stopped by SIGTERM (the result then holds every criterion decided before it), whose
+progress lines must be exactly STEPS: a step added to the check and missing here fails the test. SIGINT meets that
+step as it meets the others, in the one check that reaches it: what the whole run shows is the check's, not the
+signal's (one handler raises KeyboardInterrupt or Terminated, caught together; only the exit status differs), and a
+second whole run cost ~10 s of CPU. The result being written is held by a named pipe given as --history, which the
+test opened for reading without reading it: the history (larger than the pipe, shrunk to one page) fills the pipe,
+and clirace is then provably inside its write."""
 from __future__ import annotations
 
 import fcntl
@@ -60,7 +63,9 @@ STEPS = [
     ("atomic config: writer killed at fsync #1", ("atomic-config-writes",), "atomic-config-writes"),
     ("atomic config: writer killed at rename #1", ALL, "atomic-config-writes"),  # the last step of the whole check
 ]
-CASES = [(words, only, criterion, sig) for words, only, criterion in STEPS for sig in (signal.SIGTERM, signal.SIGINT)]
+WHOLE_BY = signal.SIGTERM  # the signal that stops the whole check at its last step (the module's docstring)
+CASES = [(words, ("atomic-config-writes",) if only == ALL and sig != WHOLE_BY else only, criterion, sig)
+         for words, only, criterion in STEPS for sig in (signal.SIGTERM, signal.SIGINT)]
 
 
 def start(scope, only: tuple[str, ...], history) -> subprocess.Popen:
