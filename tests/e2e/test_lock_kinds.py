@@ -42,7 +42,7 @@ def test_a_sqlite_tool_that_exits_0_on_a_busy_write_lock_scores_0_with_corruptio
 
 
 @pytest.mark.timeout(400)
-def test_a_lock_at_a_fixed_path_shared_by_every_session_is_not_3_and_is_named(tmp_path):
+def test_a_lock_at_a_fixed_path_shared_by_every_session_fails_session_isolation_and_is_named(tmp_path):
     fixed = tmp_path / "tool.lock"  # the fixed path: the same for every session and state home, and the test's own
     spec = (LOCKS / "dotlock" / "fixed-lock.yaml").read_text().replace("/tmp/dotlock-fixed.lock", str(fixed)) \
         .replace("{spec_dir}/tool.py", str(LOCKS / "dotlock" / "tool.py"))
@@ -52,7 +52,7 @@ def test_a_lock_at_a_fixed_path_shared_by_every_session_is_not_3_and_is_named(tm
     # of CPU and 54 s of wall at load 18, this one 2.6 s and 5.5 s.
     result = check_json(tmp_path / "fixed-lock.yaml", "--seed", "1", "--allow-outside-sandbox",
                         "--only", "session-isolation", timeout=380)
-    assert result["score"] < 3
+    # (No assertion on the score: with --only the criteria not run hold it at 0 whatever this one says.)
     session = next(c for c in result["criteria"] if c["id"] == "session-isolation")
     assert session["status"] == "fail" and "tool.lock" in session["evidence"], session
     (named,) = [f for f in result["findings"] if f["code"] == "CR506"]
