@@ -56,10 +56,13 @@ STALLED = ("flaky:",)
 def stalled(result: dict) -> bool:
     """Whether the score stopped only for want of evidence that a stalled run of the tool took away: nothing
     corrupt, no criterion failed, and one left undecided says that two lock-conflict runs the clock decided
-    disagreed. pg-jobs' psycopg client has stalled 8-10 s in fresh-clone CI runs of session 13, cause not found:
-    once as a conflict answer 8 s late, which made the two conflict runs disagree (undecided, as it must be, not a
-    wrong score); that check is run once more. (The other stall seen, its serial `list` read-back killed at its
-    10 s deadline, is now run once more by clirace itself: scenarios/reference.py.)"""
+    disagreed. pg-jobs' psycopg client has stalled 8-10 s in fresh-clone CI runs (load 10-26): once as a conflict
+    answer 8 s late, which made the two conflict runs disagree (undecided, as it must be, not a wrong score); that
+    check is run once more. (The other stall seen, its serial `list` read-back killed at its 10 s deadline, is now
+    run once more by clirace itself: scenarios/reference.py.) The cause is the machine's load: each command needs
+    0.4-0.5 s of CPU (0.3 s of it importing psycopg), and at load 13-18 the four of a round took up to 6-15 s, 90%
+    of it queued for a CPU (session 15, /proc/PID/schedstat); a command killed at its deadline now says so in its
+    ending ("0.4s on a CPU, 9.6s waiting for one")."""
     undecided = [c for c in result["criteria"] if c["status"] != "pass"]
     return not result["corruption"] and all(c["status"] in ("not_tested", "unknown") for c in undecided) and any(
         word in c["evidence"] for c in undecided for word in STALLED)
