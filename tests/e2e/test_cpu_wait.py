@@ -4,6 +4,7 @@ command that was blocked (a hung tool)."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -42,14 +43,31 @@ def test_a_command_starved_of_cpu_says_it_waited_for_one(tmp_path):
 
 @needs_schedstat
 @pytest.mark.timeout(60)
-def test_a_blocked_command_neither_ran_nor_waited_for_a_cpu(tmp_path):
+def test_a_blocked_command_neither_ran_nor_waited_for_a_cpu_and_says_where_it_slept(tmp_path):
+    """`sleep` sleeps in the kernel's hrtimer_nanosleep (what /proc/PID/wchan says of another sleep here: "" where
+    the kernel hides it)."""
     (result,) = launcher(tmp_path, 2.0).run_together([("j", ["sleep", "60"], None)])
+    probe = subprocess.Popen(["sleep", "60"])
+    try:
+        where = ""
+        for _ in range(300):  # until it sleeps (wchan reads "0" while it runs, and always where the kernel hides it)
+            with open(f"/proc/{probe.pid}/wchan") as handle:
+                where = handle.read().strip()
+            if where not in ("", "0"):
+                break
+            time.sleep(0.01)
+        where = "" if where == "0" else where
+    finally:
+        probe.kill()
+        probe.wait()
     assert result.timed_out and result.cpu_used is not None and result.cpu_wait is not None, result
     assert result.cpu_used < 0.5 and result.cpu_wait < 1.0, result  # (its start alone, queued on a loaded machine)
-    assert result.ending().startswith("killed at its deadline after 2.") and "waiting for one)" in result.ending()
+    assert result.asleep_in == where, (result.asleep_in, where)
+    assert result.ending().startswith("killed at its deadline after 2.") and "waiting for one" in result.ending()
+    assert not where or result.ending().endswith(f"; asleep in {where})"), result.ending()
 
 
 def test_a_command_that_answered_has_no_cpu_account(tmp_path):
     (result,) = launcher(tmp_path, 10.0).run_together([("j", ["true"], None)])
     assert result.exit_code == 0 and result.cpu_used is None and result.cpu_wait is None
-    assert result.ending() == "exit 0"
+    assert result.ending() == "exit 0" and result.asleep_in == ""

@@ -69,6 +69,7 @@ class Invocation:
     # one (a loaded machine's doing, not the tool's); None when not killed at a deadline, or not measured.
     cpu_used: float | None = None
     cpu_wait: float | None = None
+    asleep_in: str = ""  # killed at its deadline: the kernel functions its sleeping processes were in (wchan)
 
     @property
     def ok(self) -> bool:
@@ -90,8 +91,9 @@ class Invocation:
         """How it ended, in words: "exit 1", "killed at its deadline after 10.0s (0.4s on a CPU, 9.5s waiting for one)",
         "killed by SIGTERM"."""
         if self.timed_out:
-            spent = "" if self.cpu_wait is None else f" ({self.cpu_used or 0:.1f}s on a CPU, {self.cpu_wait:.1f}s waiting for one)"
-            return f"killed at its deadline after {self.duration:.1f}s{spent}"
+            spent = [] if self.cpu_wait is None else [f"{self.cpu_used or 0:.1f}s on a CPU, {self.cpu_wait:.1f}s waiting for one"]
+            spent += [f"asleep in {self.asleep_in}"] if self.asleep_in else []
+            return f"killed at its deadline after {self.duration:.1f}s" + (f" ({'; '.join(spent)})" if spent else "")
         if self.signal:
             try:
                 name = _signal.Signals(self.signal).name

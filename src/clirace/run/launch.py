@@ -108,6 +108,7 @@ class Running:
     deadline: float | None = None
     timed_out: bool = False
     cpu: tuple[float, float] | None = None  # at its deadline: its processes' seconds on a CPU and queued for one
+    asleep_in: str = ""  # at its deadline: the kernel functions its sleeping processes were in
     marker: str = ""  # the value of INVOCATION_MARKER in its environment
     batch: list[Running] | None = None  # the invocations released together with this one (itself included)
     parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
@@ -180,7 +181,8 @@ class Running:
             overdue = [r for r in (self.batch or [self]) if r.proc.poll() is None]  # a batch shares its deadline
             for running in overdue:
                 running.timed_out = True
-                running.cpu = procfs.cpu_times(procfs.group(running.pid))  # hung, or starved by the machine's load
+                group = procfs.group(running.pid)  # hung (and on what), or starved by the machine's load
+                running.cpu, running.asleep_in = procfs.cpu_times(group), procfs.asleep_in(group)
             stop_all(overdue)
 
     def _drained(self, until: float) -> bool:
@@ -225,6 +227,7 @@ class Running:
             wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
             wrapper_said=self._take_said(), unread=self.unread,
             cpu_used=round(self.cpu[0], 3) if self.cpu else None, cpu_wait=round(self.cpu[1], 3) if self.cpu else None,
+            asleep_in=self.asleep_in,
         )
 
     def _take_said(self) -> str:

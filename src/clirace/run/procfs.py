@@ -81,6 +81,14 @@ def cpu_times(pids: Iterable[int]) -> tuple[float, float] | None:
     return (ran / 1e9, waited / 1e9) if read else None
 
 
+def asleep_in(pids: Iterable[int]) -> str:
+    """Where these processes sleep, the kernel functions (wchan) of those asleep, each once ("do_epoll_wait,
+    ptrace_stop"); "" when none sleeps or /proc hides it. With cpu_times: a command killed at its deadline having
+    used and waited for little CPU was blocked, and this says on what."""
+    found = [wchan(pid) for pid in pids if _state(pid) in ("S", "D", "t", "T")]
+    return ", ".join(dict.fromkeys(w for w in found if w not in ("", "0")))
+
+
 def children_of(ppid: int) -> list[int]:
     return [pid for pid in pids() if stat_fields(pid)[1:2] == [str(ppid)]]
 
