@@ -59,10 +59,12 @@ def stalled(result: dict) -> bool:
     disagreed. pg-jobs' psycopg client has stalled 8-10 s in fresh-clone CI runs (load 10-26): once as a conflict
     answer 8 s late, which made the two conflict runs disagree (undecided, as it must be, not a wrong score); that
     check is run once more. (The other stall seen, its serial `list` read-back killed at its 10 s deadline, is now
-    run once more by clirace itself: scenarios/reference.py.) The cause is the machine's load: each command needs
-    0.4-0.5 s of CPU (0.3 s of it importing psycopg), and at load 13-18 the four of a round took up to 6-15 s, 90%
-    of it queued for a CPU (session 15, /proc/PID/schedstat); a command killed at its deadline now says so in its
-    ending ("0.4s on a CPU, 9.6s waiting for one")."""
+    run once more by clirace itself: scenarios/reference.py.) What was measured (session 15, /proc/PID/schedstat):
+    each command needs 0.4-0.5 s of CPU (0.3 s of it importing psycopg) and nothing blocks it (libpq, the server,
+    strace: under 0.1 s in all); the rest of its time it waits for a CPU. Linux's autogroups share the CPU out by
+    session, and each command is a session of its own: alone beside 16 busy sessions it took 3.4-5.6 s, so a 10 s
+    kill takes ~45 runnable sessions at once (the suites' parallel starts). A command killed at its deadline says
+    which it was in its ending ("0.4s on a CPU, 9.6s waiting for one", or "...; asleep in do_epoll_wait")."""
     undecided = [c for c in result["criteria"] if c["status"] != "pass"]
     return not result["corruption"] and all(c["status"] in ("not_tested", "unknown") for c in undecided) and any(
         word in c["evidence"] for c in undecided for word in STALLED)
