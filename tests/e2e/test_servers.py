@@ -60,8 +60,8 @@ def stalled(result: dict) -> bool:
     answer 8 s late, which made the two conflict runs disagree (undecided, as it must be, not a wrong score); that
     check is run once more. (The other stall seen, its serial `list` read-back killed at its 10 s deadline, is now
     run once more by clirace itself: scenarios/reference.py.) What was measured (session 15, /proc/PID/schedstat):
-    each command needs 0.4-0.5 s of CPU (0.3 s of it importing psycopg) and nothing blocks it (libpq, the server,
-    strace: under 0.1 s in all); the rest of its time it waits for a CPU. Linux's autogroups share the CPU out by
+    each command needs 0.4-0.5 s of CPU (0.3 s of it importing psycopg) and was blocked (libpq, the server) under
+    0.1 s in each of 39 runs at load 13-18; the rest of its time it waited for a CPU. Linux's autogroups share the CPU out by
     session, and each command is a session of its own: alone beside 16 busy sessions it took 3.4-5.6 s, so a 10 s
     kill takes ~45 runnable sessions at once (the suites' parallel starts). A command killed at its deadline says
     which it was in its ending ("0.4s on a CPU, 9.6s waiting for one", or "...; asleep in do_epoll_wait")."""
