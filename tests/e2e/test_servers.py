@@ -56,10 +56,15 @@ STALLED = ("flaky:",)
 def stalled(result: dict) -> bool:
     """Whether the score stopped only for want of evidence that a stalled run of the tool took away: nothing
     corrupt, no criterion failed, and one left undecided says that two lock-conflict runs the clock decided
-    disagreed. pg-jobs' psycopg client has stalled 8-10 s in fresh-clone CI runs of session 13, cause not found:
-    once as a conflict answer 8 s late, which made the two conflict runs disagree (undecided, as it must be, not a
-    wrong score); that check is run once more. (The other stall seen, its serial `list` read-back killed at its
-    10 s deadline, is now run once more by clirace itself: scenarios/reference.py.)"""
+    disagreed. pg-jobs' psycopg client has stalled 8-10 s in fresh-clone CI runs (load 10-26): once as a conflict
+    answer 8 s late, which made the two conflict runs disagree (undecided, as it must be, not a wrong score); that
+    check is run once more. (The other stall seen, its serial `list` read-back killed at its 10 s deadline, is now
+    run once more by clirace itself: scenarios/reference.py.) What was measured (session 15, /proc/PID/schedstat):
+    each command needs 0.4-0.5 s of CPU (0.3 s of it importing psycopg) and was blocked (libpq, the server) under
+    0.1 s in each of 39 runs at load 13-18; the rest of its time it waited for a CPU. Linux's autogroups share the CPU out by
+    session, and each command is a session of its own: alone beside 16 busy sessions it took 3.4-5.6 s, so a 10 s
+    kill takes ~45 runnable sessions at once (the suites' parallel starts). A command killed at its deadline says
+    which it was in its ending ("0.4s on a CPU, 9.6s waiting for one", or "...; asleep in do_epoll_wait")."""
     undecided = [c for c in result["criteria"] if c["status"] != "pass"]
     return not result["corruption"] and all(c["status"] in ("not_tested", "unknown") for c in undecided) and any(
         word in c["evidence"] for c in undecided for word in STALLED)

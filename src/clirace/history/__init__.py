@@ -65,6 +65,11 @@ class Invocation:
     ended_by: str = ""  # why clirace itself sent the signal that ended it, when it did (not a deadline)
     sandbox: str = ""  # the trial's sandbox; shown as {sandbox} in reports, so that they read the same every run
     unread: str = ""  # why clirace could not read all it printed (run/launch.py's pump), "" when it could
+    # Killed at its deadline: how many seconds its processes had then spent on a CPU, and runnable but queued for
+    # one (a loaded machine's doing, not the tool's); None when not killed at a deadline, or not measured.
+    cpu_used: float | None = None
+    cpu_wait: float | None = None
+    asleep_in: str = ""  # killed at its deadline: the kernel functions its sleeping processes were in (wchan)
 
     @property
     def ok(self) -> bool:
@@ -83,9 +88,12 @@ class Invocation:
         return self.ended - self.started
 
     def ending(self) -> str:
-        """How it ended, in words: "exit 1", "killed at its deadline after 10.0s", "killed by SIGTERM"."""
+        """How it ended, in words: "exit 1", "killed at its deadline after 10.0s (0.4s on a CPU, 9.5s waiting for one)",
+        "killed by SIGTERM"."""
         if self.timed_out:
-            return f"killed at its deadline after {self.duration:.1f}s"
+            spent = [] if self.cpu_wait is None else [f"{self.cpu_used or 0:.1f}s on a CPU, {self.cpu_wait:.1f}s waiting for one"]
+            spent += [f"asleep in {self.asleep_in}"] if self.asleep_in else []
+            return f"killed at its deadline after {self.duration:.1f}s" + (f" ({'; '.join(spent)})" if spent else "")
         if self.signal:
             try:
                 name = _signal.Signals(self.signal).name

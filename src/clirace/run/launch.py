@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 from clirace.history import OUTPUT_CAP, Invocation
+from clirace.run import procfs
 from clirace.run._ending import end_marked, in_groups, kill_until_gone
 
 GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
@@ -106,6 +107,8 @@ class Running:
     started: float = 0.0
     deadline: float | None = None
     timed_out: bool = False
+    cpu: tuple[float, float] | None = None  # at its deadline: its processes' seconds on a CPU and queued for one
+    asleep_in: str = ""  # at its deadline: the kernel functions its sleeping processes were in
     marker: str = ""  # the value of INVOCATION_MARKER in its environment
     batch: list[Running] | None = None  # the invocations released together with this one (itself included)
     parked: bool = False  # it is waiting at a start barrier (False when it could not be started at all)
@@ -178,6 +181,8 @@ class Running:
             overdue = [r for r in (self.batch or [self]) if r.proc.poll() is None]  # a batch shares its deadline
             for running in overdue:
                 running.timed_out = True
+                group = procfs.group(running.pid)  # hung (and on what), or starved by the machine's load
+                running.cpu, running.asleep_in = procfs.cpu_times(group), procfs.asleep_in(group)
             stop_all(overdue)
 
     def _drained(self, until: float) -> bool:
@@ -221,6 +226,8 @@ class Running:
             stdout_bytes=self._out[1][0], stderr_bytes=self._err[1][0], timed_out=self.timed_out,
             wrapper=self.wrapper, ended_by=self.ended_by if code is not None and code < 0 else "",
             wrapper_said=self._take_said(), unread=self.unread,
+            cpu_used=round(self.cpu[0], 3) if self.cpu else None, cpu_wait=round(self.cpu[1], 3) if self.cpu else None,
+            asleep_in=self.asleep_in,
         )
 
     def _take_said(self) -> str:

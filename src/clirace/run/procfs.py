@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 # The one reader of /proc/PID/stat lives in _ending (the watchdog reads it too, without clirace): re-exported.
@@ -56,6 +56,37 @@ def group(pgid: int) -> list[int]:
     if not group_exists(pgid):
         return []
     return [pid for pid in pids() if group_of(pid) == pgid]
+
+
+def cpu_times(pids: Iterable[int]) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting for one) of these processes, all their threads summed
+    (/proc/PID/task/TID/schedstat); None when none of them could be read, or the kernel keeps no such count
+    (built without CONFIG_SCHED_INFO). Why the wait: a command killed at its deadline on a loaded machine may
+    have spent it queued for a CPU, not hung."""
+    if not os.path.exists("/proc/self/schedstat"):
+        return None
+    ran = waited = read = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
+                    on_cpu, queued = handle.read().split()[:2]
+                ran, waited, read = ran + int(on_cpu), waited + int(queued), read + 1
+            except (OSError, ValueError):
+                continue  # that thread ended meanwhile
+    return (ran / 1e9, waited / 1e9) if read else None
+
+
+def asleep_in(pids: Iterable[int]) -> str:
+    """Where these processes sleep, the kernel functions (wchan) of those asleep, each once ("do_epoll_wait,
+    ptrace_stop"); "" when none sleeps or /proc hides it. With cpu_times: a command killed at its deadline having
+    used and waited for little CPU was blocked, and this says on what."""
+    found = [wchan(pid) for pid in pids if _state(pid) in ("S", "D", "t", "T")]
+    return ", ".join(dict.fromkeys(w for w in found if w not in ("", "0")))
 
 
 def children_of(ppid: int) -> list[int]:
