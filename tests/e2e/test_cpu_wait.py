@@ -71,3 +71,32 @@ def test_a_command_that_answered_has_no_cpu_account(tmp_path):
     (result,) = launcher(tmp_path, 10.0).run_together([("j", ["true"], None)])
     assert result.exit_code == 0 and result.cpu_used is None and result.cpu_wait is None
     assert result.ending() == "exit 0" and result.asleep_in == ""
+
+
+WORK = ("import os, time; os.sched_setaffinity(0, {{{cpu}}})\n"
+        "while time.process_time() < {seconds}: pass\nprint('done', flush=True)")
+
+
+@needs_schedstat
+@pytest.mark.timeout(60)
+def test_a_command_starved_of_cpu_gets_its_queued_time_back_and_answers(tmp_path):
+    """The command needs 0.8 s of CPU and gets about half of one (a rival spinner pinned to the same CPU, in a
+    session of its own): about 1.6 s of wall, more on a loaded machine. With a 1 s deadline it was killed before;
+    the time it waited for the CPU is given back (up to 3 s in all), and it answers. A hung command is still
+    killed at its deadline (test_hostile, test_launcher: a command asleep is never queued)."""
+    cpu = min(os.sched_getaffinity(0))
+    rival = subprocess.Popen([PY, "-S", "-c", SPIN.format(cpu=cpu)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        assert rival.stdout.readline() == b"spinning\n"
+        (result,) = launcher(tmp_path, 1.0).run_together([("j", [PY, "-S", "-c", WORK.format(cpu=cpu, seconds=0.8)],
+                                                            None)])
+    finally:
+        rival.kill()
+        rival.wait()
+    # Past its nominal deadline either way: it answered, or (a machine so loaded that even 3 s gave it less than
+    # 0.8 s of CPU) it was killed at the stretch's cap, having waited for the CPU most of that time.
+    if result.timed_out:
+        assert result.duration >= 2.9 and result.cpu_wait > 1.5, result.ending()
+    else:
+        assert result.exit_code == 0 and result.stdout == "done\n" and result.duration > 1.0, result

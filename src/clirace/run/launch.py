@@ -36,6 +36,12 @@ from clirace.run import procfs
 from clirace.run._ending import end_marked, in_groups, kill_until_gone
 
 GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
+# A deadline counts the command's own time, not the time it spent runnable but queued for a CPU: on a loaded
+# machine (a CI runner beside other jobs) a command that needs 0.4 s of CPU was seen queued 9.6 s of its 10 s.
+# At its deadline it gets that queued time again, and again, while the queued time grows by more than STRETCH_MIN
+# of its timeout, up to STRETCH times its timeout in all: a starved command answers, a hung one (asleep, or
+# spinning on a free CPU) is still killed at its deadline.
+STRETCH, STRETCH_MIN = 3.0, 0.05
 DRAIN_AFTER_KILL = 5.0  # how long to wait for the output pipes once everything that held them is killed
 DRAIN_MOMENT = 0.2  # at least this long for the pipes to close after the process exits
 INVOCATION_MARKER = "CLIRACE_INVOCATION"  # in every invocation's environment: finds what it started
@@ -106,6 +112,9 @@ class Running:
     clock0: float
     started: float = 0.0
     deadline: float | None = None
+    timeout: float = 0.0  # the deadline's own length, before any stretch for time queued for a CPU ...
+    counted_from: float = 0.0  # ... and when it began (set_deadline)
+    queued: float = 0.0  # the time queued for a CPU that its deadline already gave back (STRETCH)
     timed_out: bool = False
     cpu: tuple[float, float] | None = None  # at its deadline: its processes' seconds on a CPU and queued for one
     asleep_in: str = ""  # at its deadline: the kernel functions its sleeping processes were in
@@ -176,14 +185,34 @@ class Running:
         stop_all(self.batch or [self])
 
     def enforce_deadline(self) -> None:
-        remaining = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-        if not self.wait(remaining):
+        while not self.wait(None if self.deadline is None else max(0.0, self.deadline - time.monotonic())):
             overdue = [r for r in (self.batch or [self]) if r.proc.poll() is None]  # a batch shares its deadline
-            for running in overdue:
+            groups = {r.pid: procfs.group(r.pid) for r in overdue}
+            spent = {pid: procfs.cpu_times(group) for pid, group in groups.items()}
+            if self._stretched(max((s[1] for s in spent.values() if s), default=0.0)):
+                continue
+            for running in overdue:  # hung (and on what), or starved beyond what a stretch gives back
                 running.timed_out = True
-                group = procfs.group(running.pid)  # hung (and on what), or starved by the machine's load
-                running.cpu, running.asleep_in = procfs.cpu_times(group), procfs.asleep_in(group)
+                running.cpu, running.asleep_in = spent[running.pid], procfs.asleep_in(groups[running.pid])
             stop_all(overdue)
+            return
+
+    def set_deadline(self, seconds: float, start: float | None = None) -> None:
+        """Its deadline: `seconds` from `start` (now), stretched by the time it then spends queued for a CPU."""
+        self.counted_from = time.monotonic() if start is None else start
+        self.timeout, self.deadline = seconds, self.counted_from + seconds
+
+    def _stretched(self, queued: float) -> bool:
+        """Whether the deadline (the batch's: shared) moved on by the time queued for a CPU since it was last set."""
+        more = queued - self.queued
+        if self.deadline is None or not self.timeout or more < STRETCH_MIN * self.timeout:
+            return False
+        later = min(self.deadline + more, self.counted_from + STRETCH * self.timeout)
+        if later <= self.deadline:
+            return False
+        for running in self.batch or [self]:
+            running.deadline, running.queued = later, queued
+        return True
 
     def _drained(self, until: float) -> bool:
         """Wait until stdout and stderr are closed (every writer gone) or `until`; True if they are."""
@@ -464,7 +493,7 @@ class Launcher:
         """Start one invocation now; with `pty`, on a pseudo-terminal of its own (for a real Ctrl-C)."""
         running = self._popen(label, argv, extra_env, stdin=stdin, wrap=wrap, pty=pty)
         running.started = time.monotonic()
-        running.deadline = running.started + (timeout or self.timeout)
+        running.set_deadline(timeout or self.timeout, running.started)
         return running
 
     def run(self, label: str, argv: Sequence[str], extra_env: dict[str, str] | None = None,
@@ -496,7 +525,7 @@ class Launcher:
         os.close(gate_w)  # every parked shim reads EOF at once and execs its target
         for running in runnings:
             running.started = released
-            running.deadline = released + (timeout or self.timeout)
+            running.set_deadline(timeout or self.timeout, released)
             running.batch = runnings
         return runnings
 

@@ -112,7 +112,7 @@ class Holder:
         """Wait for the holder to exit; if it does not within `timeout`, the invocation says timed_out."""
         if self.invocation is None:
             assert self.running is not None
-            self.running.deadline = time.monotonic() + timeout
+            self.running.set_deadline(timeout)
             self.invocation = self.box.finish(self.running)
         return self.invocation
 

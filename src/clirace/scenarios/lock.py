@@ -215,7 +215,7 @@ def _contend(box: Box, window: float, follow: float, close_from: float) -> bool:
             running.stop("sent by clirace: it waited for the lock on the parked pipe, which is not the state")
         elif seen == "running":  # still running after its window and the follow: let the holder go, watch it end
             hold.release()
-            running.deadline = time.monotonic() + box.spec.timeout
+            running.set_deadline(box.spec.timeout)
         contender = box.finish(running)
         _note_holder_gone(box, hold)
         if contender.outcome.value != "ok" and hold.alive() and any(
