@@ -6,7 +6,7 @@ checks of every criterion that score reads (tests/e2e/conftest.py's only_up_to),
 import pytest
 
 from ..conftest import FIXTURES, check_json
-from .conftest import only_up_to
+from .conftest import only_up_to, shared_group
 
 ADVERSARIAL = FIXTURES / "adversarial"
 FAST = ("--seed", "1", "--rounds", "1")
@@ -68,10 +68,15 @@ def test_a_contender_that_asks_on_a_lock_conflict_is_caught_with_stdin_an_open_p
     assert asks["code"] == "CR210" and "lock held, overwrite? [y/N]" in asks["message"]
 
 
+# The options of lock-own-config's checks; test_evidence reads the take spec's run too (shared_check: one live run).
+OWN_CONFIG_OPTIONS = (*FAST, "--no-strace", *only_up_to(1, "lock-error-structured"))
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("spec", ["clirace.yaml", "take.clirace.yaml"], ids=["park", "take"])
-def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec):
-    result = check_json(FIXTURES / "lock-own-config" / spec, *FAST, "--no-strace", *only_up_to(1, "lock-error-structured"))
+@pytest.mark.parametrize("spec", ["clirace.yaml", pytest.param("take.clirace.yaml", marks=shared_group("lock-own-config/take"))],
+                         ids=["park", "take"])
+def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec, shared_check):
+    result = shared_check(FIXTURES / "lock-own-config" / spec, *OWN_CONFIG_OPTIONS, timeout=115).result
     statuses = _statuses(result)
     assert result["score"] == 1 and statuses["lock-excludes"] == "pass", statuses
     assert _codes(result, "lock-error-structured") == ["CR207"]
