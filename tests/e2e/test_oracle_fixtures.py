@@ -5,11 +5,13 @@ the criterion that decides it, the finding codes that must be there and those th
 an experiment that does not repeat per round run one round; cases decided by a parallel race run two (one
 plain, one amplified). Each runs only the checks its assertions read (`--only`, as in test_adversarial.py): a
 score of N reached needs every criterion of levels 1 to N, a score held at N by a failing criterion of level
-N + 1 needs levels 1 to N and that one, and a 0 from corruption only the workload that corrupts. The spec-error cases (fixtures/spec-errors/*) must be refused with exit status 2,
-naming the key and what was found, before any parallel round runs.
+N + 1 needs levels 1 to N and that one, and a 0 from corruption only the workload that corrupts. The spec-error
+cases (fixtures/spec-errors/*) must be refused with exit status 2, naming the key and what was found, before any
+parallel round runs.
 
 These define "done" for serial reference runs, three-valued outcomes and per-path kill points: several fail
-on a clirace without them, on purpose, and none is marked xfail.
+on a clirace without them, on purpose, and none is marked xfail (the three-valued outcome of a deadline kill and
+the transformed output are judged from saved histories: see below CASES).
 """
 from __future__ import annotations
 
