@@ -58,7 +58,7 @@ CASES = {
     # Its lock is a fixed path outside every sandbox: reference runs side by side refuse each other, and the
     # lock experiments would too; run one at a time, it is plain level 2 (no spec error, release passes).
     "global-lock": Case(2, "lock-released-on-exit", "pass", absent=("CR301", "CR302", "CR303", "CR304"),
-                        corruption=False, extra=(*ONE_ROUND, *only_up_to(2))),
+                        corruption=False),
 }
 # Judged from their saved histories in tests/unit/test_saved_verdicts.py, where only the judging differs from a live
 # test's: process-reencodes (a transforming `process` is judged against its own serial output, first (stamped) line
