@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from clirace.checks.catalogue import load_section
+from clirace.checks.registry import ADVICE_ONLY
+
 from ..conftest import check_json
 
 HERE = Path(__file__).resolve().parent
@@ -76,3 +79,13 @@ def snapshot(root: Path) -> list:
     creates and removes its own work directory in it, which is allowed)."""
     return sorted((str(p.relative_to(root)), *((p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else ()))
                   for p in root.rglob("*"))
+
+
+def only_up_to(level: int, *more: str) -> tuple[str, ...]:
+    """`--only` for every check that decides a criterion of levels 1 to `level`, and for the checks `more`: what a
+    test asserting a score of `level` (a level reached) or of `level - 1` (a criterion of `level` failed) needs,
+    and nothing of the levels above, which such a score does not read. Advice-only checks decide nothing (and
+    `--only` of one would run the experiment it judges beside), so they are left out."""
+    checks = [check for lvl in load_section()["levels"] if 0 < lvl["score"] <= level
+              for criterion in lvl.get("criteria", []) for check in criterion["checks"] if check not in ADVICE_ONLY]
+    return tuple(option for check in (*checks, *more) for option in ("--only", check))

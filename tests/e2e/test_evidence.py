@@ -9,6 +9,8 @@ import pytest
 from clirace.run import observe
 
 from ..conftest import FIXTURES, check_json
+from .conftest import shared_group
+from .test_lock_experiments import OWN_CONFIG_OPTIONS
 
 ADVERSARIAL = FIXTURES / "adversarial"
 LOCK_CONFLICT = ("--only", "lock-excludes", "--only", "lock-error-structured")
@@ -34,16 +36,17 @@ def test_a_slow_but_locked_contender_and_a_slow_unlocked_one_are_told_apart():
 
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
-def test_an_unlocked_contender_asleep_past_the_lock_is_not_shown_blocked_and_a_locked_one_is():
+@shared_group("lock-own-config/take")
+def test_an_unlocked_contender_asleep_past_the_lock_is_not_shown_blocked_and_a_locked_one_is(shared_check):
     """Both are still running when the lock is let go, asleep, using no CPU. Idle is no proof: the one that only
     sleeps (a back-off, no lock) is undecided or failed, never passed; the one blocked in its fcntl lock call
-    passes on that."""
+    passes on that (seen in /proc, so the locked one is read from test_lock_experiments' run without strace)."""
     unlocked, found = checks("sleeps-unlocked", "--only", "lock-excludes")
     excludes = unlocked["lock-excludes"]
     assert excludes["status"] in ("unknown", "fail"), excludes
     assert excludes["status"] == "fail" or "nothing showed it blocked on the lock" in excludes["summary"], excludes
-    waits = check_json(FIXTURES / "lock-own-config" / "take.clirace.yaml", "--seed", "1", "--only",
-                       "lock-excludes")["checks"]["lock-excludes"]
+    waits = shared_check(FIXTURES / "lock-own-config" / "take.clirace.yaml", *OWN_CONFIG_OPTIONS,
+                         timeout=115).result["checks"]["lock-excludes"]
     assert waits["status"] == "pass" and "blocked in fcntl" in waits["summary"], waits
 
 

@@ -1,10 +1,12 @@
 """The lock experiments on tools a naive harness misreads (issue 18): a lock that outlives its command, a contender
 that answers a busy lock with success and does nothing, a lock taken over while held, a contender that asks, and a
 tool that locks its own config's fd. Each runs only what decides its case (--only, one round, without strace where
-the case does not need it), within a CI budget of about a minute for the file."""
+the case does not need it), within a CI budget of about a minute for the file. A case asserting a score runs the
+checks of every criterion that score reads (tests/e2e/conftest.py's only_up_to), none of the levels above."""
 import pytest
 
 from ..conftest import FIXTURES, check_json
+from .conftest import only_up_to, shared_group
 
 ADVERSARIAL = FIXTURES / "adversarial"
 FAST = ("--seed", "1", "--rounds", "1")
@@ -20,7 +22,8 @@ def _codes(result, check):
 
 @pytest.mark.timeout(120)
 def test_a_lock_left_to_a_background_child_is_a_finding_with_its_holder_named_not_a_spec_error():
-    result = check_json(ADVERSARIAL / "lock-outlives-command" / "clirace.yaml", *FAST, "--no-strace")
+    result = check_json(ADVERSARIAL / "lock-outlives-command" / "clirace.yaml", *FAST, "--no-strace",
+                        *only_up_to(1, "lock-released-on-exit"))
     statuses = _statuses(result)
     assert result["score"] == 1, statuses
     assert statuses["lock-released-on-exit"] == "fail" and statuses["lock-excludes"] == "pass", statuses
@@ -65,10 +68,15 @@ def test_a_contender_that_asks_on_a_lock_conflict_is_caught_with_stdin_an_open_p
     assert asks["code"] == "CR210" and "lock held, overwrite? [y/N]" in asks["message"]
 
 
+# The options of lock-own-config's checks; test_evidence reads the take spec's run too (shared_check: one live run).
+OWN_CONFIG_OPTIONS = (*FAST, "--no-strace", *only_up_to(1, "lock-error-structured"))
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("spec", ["clirace.yaml", "take.clirace.yaml"], ids=["park", "take"])
-def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec):
-    result = check_json(FIXTURES / "lock-own-config" / spec, *FAST, "--no-strace")
+@pytest.mark.parametrize("spec", ["clirace.yaml", pytest.param("take.clirace.yaml", marks=shared_group("lock-own-config/take"))],
+                         ids=["park", "take"])
+def test_a_tool_locking_its_own_config_scores_1_with_park_as_with_take(spec, shared_check):
+    result = shared_check(FIXTURES / "lock-own-config" / spec, *OWN_CONFIG_OPTIONS, timeout=115).result
     statuses = _statuses(result)
     assert result["score"] == 1 and statuses["lock-excludes"] == "pass", statuses
     assert _codes(result, "lock-error-structured") == ["CR207"]
@@ -105,7 +113,7 @@ def test_a_lock_leaked_by_every_change_is_a_finding_even_when_a_serial_add_or_re
     # The claim workload's serial adds run one after another outside the round: each leaves the lock held, and the
     # next add was refused; that was called the spec's misfit (exit 2), which no spec can avoid.
     result = check_json(ADVERSARIAL / "lock-outlives-every-command" / "clirace.yaml", *FAST, "--no-strace",
-                        timeout=220)
+                        *only_up_to(1, "lock-released-on-exit"), timeout=220)
     statuses = _statuses(result)
     assert result["score"] == 1 and not result["corruption"], statuses
     assert statuses["lock-released-on-exit"] == "fail", statuses

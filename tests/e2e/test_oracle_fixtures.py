@@ -3,11 +3,15 @@
 Each adversarial case (fixtures/adversarial/*, see the fixture's README) names the score the tool deserves,
 the criterion that decides it, the finding codes that must be there and those that must not. Cases decided by
 an experiment that does not repeat per round run one round; cases decided by a parallel race run two (one
-plain, one amplified). The spec-error cases (fixtures/spec-errors/*) must be refused with exit status 2,
-naming the key and what was found, before any parallel round runs.
+plain, one amplified). Each runs only the checks its assertions read (`--only`, as in test_adversarial.py): a
+score of N reached needs every criterion of levels 1 to N, a score held at N by a failing criterion of level
+N + 1 needs levels 1 to N and that one, and a 0 from corruption only the workload that corrupts. The spec-error
+cases (fixtures/spec-errors/*) must be refused with exit status 2, naming the key and what was found, before any
+parallel round runs.
 
 These define "done" for serial reference runs, three-valued outcomes and per-path kill points: several fail
-on a clirace without them, on purpose, and none is marked xfail.
+on a clirace without them, on purpose, and none is marked xfail (the three-valued outcome of a deadline kill and
+the transformed output are judged from saved histories: see below CASES).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import NamedTuple
 import pytest
 
 from ..conftest import FIXTURES, check_json, run_clirace
+from .conftest import only_up_to
 
 ONE_ROUND = ("--rounds", "1")
 TWO_ROUNDS = ("--rounds", "2")
@@ -34,29 +39,31 @@ class Case(NamedTuple):
 
 
 CASES = {
-    # A transforming `process` is judged against its own serial output, first (stamped) line masked.
-    "process-reencodes": Case(3, "no-silent-corruption", "pass", absent=("CR131", "CR132"), corruption=False),
     # The same tool staging through one fixed $TMPDIR file: another run's whole result is delivered.
     "process-fixed-tmp": Case(0, "no-silent-corruption", "fail", present=("CR131",), corruption=True,
-                              extra=TWO_ROUNDS),
+                              extra=(*TWO_ROUNDS, "--only", "output")),
     # No lock at all; the contender fails only when run twice on the same state.
     "contender-not-repeatable": Case(0, "lock-excludes", "fail", present=("CR201",), corruption=False),
-    # Increments killed at the deadline after they were applied are unknown, never phantom.
-    "slow-counter-deadline": Case(3, "no-silent-corruption", "pass", absent=("CR101", "CR102"), corruption=False),
     # strace's when=N counts per thread: the kill must land on a write to config.json itself.
-    "threaded-writer": Case(2, "atomic-config-writes", "fail", present=("CR602",), corruption=False),
+    "threaded-writer": Case(2, "atomic-config-writes", "fail", present=("CR602",), corruption=False,
+                            extra=(*ONE_ROUND, *only_up_to(2, "atomic-config-writes"))),
     # Reads the config, then takes its O_EXCL lock: keys lost.
     "read-before-lock": Case(0, "no-silent-corruption", "fail", present=("CR111",), corruption=True,
-                             extra=TWO_ROUNDS),
+                             extra=(*TWO_ROUNDS, "--only", "keys")),
     # Reads the config at start-up, then locks and reads it again (git's shape): the hazard is reported, no
     # key is lost even at the rendezvous; the lock file outlives SIGTERM (seen through a hold at the lock call).
     "startup-read-lock-left": Case(1, "lock-released-on-exit", "fail", present=("CR304", "CR701"),
-                                   absent=("CR111",), corruption=False, extra=()),
+                                   absent=("CR111",), corruption=False,
+                                   extra=only_up_to(1, "lock-released-on-exit")),
     # Its lock is a fixed path outside every sandbox: reference runs side by side refuse each other, and the
     # lock experiments would too; run one at a time, it is plain level 2 (no spec error, release passes).
     "global-lock": Case(2, "lock-released-on-exit", "pass", absent=("CR301", "CR302", "CR303", "CR304"),
                         corruption=False),
 }
+# Judged from their saved histories in tests/unit/test_saved_verdicts.py, where only the judging differs from a live
+# test's: process-reencodes (a transforming `process` is judged against its own serial output, first (stamped) line
+# masked: 3) and slow-counter-deadline (increments killed at the deadline after they were applied are unknown,
+# never phantom: 3).
 
 
 @pytest.mark.e2e

@@ -20,6 +20,8 @@ RECORDED = {
     "adversarial-lock-held-exit-zero": ("adversarial/lock-held-exit-zero", ("--seed", "1", "--rounds", "1")),
     "adversarial-retry-after-string": ("adversarial/retry-after-string", ("--seed", "1", "--rounds", "1")),
     "adversarial-json-error-wrong-code": ("adversarial/json-error-wrong-code", ("--seed", "1", "--rounds", "1")),
+    "adversarial-slow-counter-deadline": ("adversarial/slow-counter-deadline", ("--seed", "1", "--rounds", "1")),
+    "adversarial-process-reencodes": ("adversarial/process-reencodes", ("--seed", "1", "--rounds", "1")),
 }
 
 
