@@ -187,7 +187,7 @@ class Running:
     def enforce_deadline(self) -> None:
         while not self.wait(None if self.deadline is None else max(0.0, self.deadline - time.monotonic())):
             overdue = [r for r in (self.batch or [self]) if r.proc.poll() is None]  # a batch shares its deadline
-            groups = {r.pid: procfs.group(r.pid) for r in overdue}
+            groups = procfs.groups(r.pid for r in overdue)
             spent = {pid: procfs.cpu_times(group) for pid, group in groups.items()}
             if self._stretched(max((s[1] for s in spent.values() if s), default=0.0)):
                 continue

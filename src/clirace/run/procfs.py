@@ -53,9 +53,18 @@ def voluntary_switches(pid: int) -> int:
 
 def group(pgid: int) -> list[int]:
     """Processes whose process group is `pgid` (each invocation leads its own group)."""
-    if not group_exists(pgid):
-        return []
-    return [pid for pid in pids() if group_of(pid) == pgid]
+    return groups([pgid])[pgid]
+
+
+def groups(pgids: Iterable[int]) -> dict[int, list[int]]:
+    """The processes of each of these process groups, from one look through /proc (a batch of invocations at
+    their shared deadline: one scan, not one each)."""
+    found: dict[int, list[int]] = {pgid: [] for pgid in pgids}
+    if any(group_exists(pgid) for pgid in found):
+        for pid in pids():
+            if (pgid := group_of(pid)) in found:
+                found[pgid].append(pid)
+    return found
 
 
 def cpu_times(pids: Iterable[int]) -> tuple[float, float] | None:
