@@ -87,8 +87,7 @@ def gaps(history: History) -> list[Gap]:
         expected = _expected(planned, finished)
         if expected is not None and len(finished) >= expected:
             continue
-        tools = [t for t in declined if t.error and t.failure is Failure.TOOL]  # nothing could run: the tool's doing
-        out.append(Gap(planned, len(finished), expected, _why(history, declined, mine), tools[0].hint if tools else ""))
+        out.append(Gap(planned, len(finished), expected, *_why(history, declined, mine)))
     return out
 
 
@@ -99,19 +98,23 @@ def _expected(planned: Planned, finished: list[Trial]) -> int | None:
     return 1 + len(found[0].points) if found else None
 
 
-def _why(history: History, declined: list[NotRun], mine: list[Trial]) -> str:
+def _why(history: History, declined: list[NotRun], mine: list[Trial]) -> tuple[str, str]:
+    """Why the planned part's records are missing, and what decides it when the record that says why knows
+    (a NotRun the tool's failure made: nothing could run); "" leaves the hint to held_to_plan."""
     failed = next((t.error for t in (*declined, *mine) if t.error and t.failure is Failure.CLIRACE), None)
-    failed = failed or next((t.error for t in declined if t.error and t.failure is Failure.TOOL), None)
     if failed:
-        return failed
+        return failed, ""
+    kept = next((t for t in declined if t.error and t.failure is Failure.TOOL), None)
+    if kept is not None:
+        return kept.error or "", kept.hint
     if history.stopped:
-        return f"the run was {history.stopped}"
+        return f"the run was {history.stopped}", ""
     if any(t.failure is Failure.INTERRUPTED for t in mine):
-        return INTERRUPTED_TRIAL
+        return INTERRUPTED_TRIAL, ""
     if history.options.shard:
         return (f"left to the other shards: this history is shard {history.options.shard}; judge it with theirs, "
-                "`clirace judge H1 H2 ...`")
-    return "the history holds no record of it, and no reason: a bug in clirace, please report it"
+                "`clirace judge H1 H2 ...`"), ""
+    return "the history holds no record of it, and no reason: a bug in clirace, please report it", ""
 
 
 def held_to_plan(verdict: Verdict, history: History, all_gaps: list[Gap] | None = None) -> Verdict:
