@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypedDict
 
+from clirace.checks.atomic_config import MIN_CONTENTS, MIN_SAMPLES
 from clirace.errors import Busy, TrialFailed
 from clirace.history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
 from clirace.history.vocab import ConfigFormat, EventKind, WorkloadKind
@@ -34,6 +35,7 @@ MAX_KILL_POINTS = 8
 KILL_CALLS = f"{observe.WRITE_CALLS},fsync,fdatasync,{observe.RENAME_CALLS}"
 TRUNCATING = "openat"  # traced too: an open of the config with O_TRUNC empties it (an in-place writer's first step)
 KILL_LOG_CAP = 8 * 1024  # the end of a kill run's strace log kept in the history
+WRITE_BATCHES = 3  # parallel write batches at most while the readers lack the samples a pass needs
 MAX_DISTINCT_SAMPLES = 200  # distinct config contents kept; the rest are counted in `dropped`
 
 
@@ -356,13 +358,18 @@ def _sampled(ctx: Context, workload: Workload) -> None:
         box.fields["format"] = workload.config.format
         _seed(box, workload)
         sampler = _Sampler(Path(box.path(workload.config.path)), box.sandbox.root, workload.config.format)
-        jobs = [(f"set-{i}", box.argv(workload.run, i=i, n=ctx.parallel, key=workload.key_name(2 + i), value=f"v{i}",
-                                      session_id=f"s{i}"), None) for i in range(ctx.parallel)]
+        n = ctx.parallel
         # Started inside the `try`: an interrupt acted on as it starts must still stop it, or it reads on through
         # the sandbox's fd after the trial's end has closed it (its number then someone else's), to the run's end.
         try:
             sampler.start()
-            box.together(jobs)
+            # A fast tool's batch can end before a reader starved of CPU (a loaded machine) has read enough, or
+            # seen the config change: more batches, each writing new keys, until it has the evidence a pass needs.
+            for batch in range(WRITE_BATCHES):
+                box.together([(f"set-{batch * n + i}", box.argv(workload.run, i=i, n=n, key=workload.key_name(
+                    2 + batch * n + i), value=f"v{batch * n + i}", session_id=f"s{i}"), None) for i in range(n)])
+                if sampler.samples >= MIN_SAMPLES and len(sampler.seen) >= MIN_CONTENTS:
+                    break
         finally:
             sampler.stop()
             box.fields.update(samples=sampler.samples, missing=sampler.missing, dropped=sampler.dropped,
