@@ -100,8 +100,11 @@ def test_a_jq_one_liner_through_a_fixed_temp_file_gets_0_and_the_shared_path_is_
     assert result["score"] == 0 and result["corruption"] is True, statuses
     assert statuses["no-silent-corruption"] == "fail", statuses
     if observe.available()[0]:
-        assert any("all 8 invocations wrote {sandbox}/home/settings.json.tmp" in f["evidence"]["observed"]
-                   for f in result["findings"]), [f["evidence"]["observed"] for f in result["findings"]]
+        # One fixed path, whichever round lost keys (that is a race too: a traced round may lose none)...
+        assert "rewrites {sandbox}/home/settings.json.tmp in place (O_TRUNC)" in result["observed"], result["observed"]
+        # ...and a traced round that lost keys says that every invocation of it wrote that path.
+        traced = [f["evidence"]["observed"] for f in result["findings"] if "invocations wrote" in f["evidence"]["observed"]]
+        assert all("all 8 invocations wrote {sandbox}/home/settings.json.tmp" in seen for seen in traced), traced
 
 
 @pytest.mark.e2e
