@@ -1,10 +1,13 @@
 """run/locking.py on literal traces: which calls take a lock, which files are lock files and which are state, and
 that every reader of traces (observation lines, hazards, the rendezvous's aim, the stopper, the side-by-side
 rule) answers as it does."""
+import dataclasses
+
 import pytest
 
 from clirace.checks import _observed, hazards
-from clirace.history import CounterRound, KeysRound
+from clirace.history import ConfigSnapshot, CounterRound, KeysRound
+from clirace.history.vocab import ConfigFormat
 from clirace.run import locking, observe, stopper
 from clirace.run.observe import parse_line
 from clirace.scenarios.aim import aim
@@ -224,6 +227,15 @@ def test_hazards_of_a_lock_file_with_a_record_and_of_temp_files():
     # level3's shape: nothing to say (its lock file's truncation is no state rewritten in place; the mkstemp
     # temp file is neither a lock taken nor a lock file left behind).
     assert codes(round_of(with_record(), with_record("a8b2k4z0"))) == []
+
+
+def test_a_read_before_the_lock_of_the_config_the_spec_names_is_a_hazard_even_with_one_writer():
+    # A tool that refuses rather than waits can leave one writer of its config in a round: state by its writers
+    # needs two, but the keys workload names the file.
+    one_writer = round_of(ops(*READ_THEN_LOCK), ops(*REFUSED), ops(*REFUSED), kind=KeysRound)
+    assert codes(one_writer) == []
+    named = dataclasses.replace(one_writer, config=ConfigSnapshot("/sb/home/.kube/config", ConfigFormat.JSON, "{key}", "{}"))
+    assert codes(named) == ["CR701"]
 
 
 def test_hazards_of_a_read_before_a_lock_and_of_a_marker():

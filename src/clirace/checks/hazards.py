@@ -66,7 +66,12 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
     locks = {_rel(p, root) for p in reading.lock_files}  # (state locked in place is still state)
     renamed_away = {_rel(op.paths[0], root) for ops in trial.traces.values() for op in ops
                     if op.call in RENAMES and op.paths}
-    state = locking.state_files(trial.traces, trial.sandbox, OWN_DIRS, TEMP_DIRS, min_writers=2)
+    config = getattr(trial, "config", None)
+    said = _rel(config.path, root) if config is not None else ""  # the state the spec names (a keys workload's)
+    # Found by its writers (two at least), or named by the spec: a tool that refuses rather than waits can have
+    # a single writer of its config in a round, and its reads of it are a state read all the same.
+    state = locking.state_files(trial.traces, trial.sandbox, OWN_DIRS, TEMP_DIRS, min_writers=2) | (
+        {said} if said else set())
     server_locked = bool(_served.locks_taken(trial))
     out: list[Finding] = []
     # The state itself is no temp file, even kept under TMPDIR or renamed away to a backup before its rewrite.
@@ -93,8 +98,6 @@ def _round_hazards(trial: WorkloadRound) -> list[Finding]:
                                "the lock taken before the state is read", how, label=label,
                                path=_rel(read.paths[0], root), how=how))
             break
-    config = getattr(trial, "config", None)
-    said = _rel(config.path, root) if config is not None else ""
     for label, ops in trial.traces.items():
         renamed_onto = {_rel(op.paths[1], root) for op in ops if op.ok and op.call in RENAMES and len(op.paths) > 1}
         rewrite = next((op for op in ops if op.ok and op.paths and (r := _rel(op.paths[0], root)) in state
