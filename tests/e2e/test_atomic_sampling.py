@@ -19,8 +19,8 @@ def test_readers_short_of_evidence_get_more_write_batches_then_an_undecided_verd
 
     spec_path = tmp_path / "tool.clirace.yaml"
     spec_path.write_text(SCRIPT_WRITER)
-    # Evidence no reader can gather: every batch runs, and the verdict says what was missing.
-    monkeypatch.setattr(atomic, "MIN_SAMPLES", 10**9)
+    # Evidence no reader can gather (the experiment and the check ask the same question): every batch runs, and
+    # the verdict says what was missing.
     monkeypatch.setattr(atomic_config, "MIN_SAMPLES", 10**9)
     result = pipeline.run(load_spec(spec_path), RunOptions(seed=1, parallel=3, only=(atomic_config.ID,),
                                                            strace=False))

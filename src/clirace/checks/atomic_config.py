@@ -27,6 +27,12 @@ MIN_CONTENTS = 2
 TOO_LARGE = "too large to judge"
 
 
+def enough_samples(judged: int, contents: int) -> bool:
+    """Whether readers that judged `judged` samples holding `contents` distinct contents read during the writes
+    often enough for a pass (the sampling experiment writes on until they have, within its bound)."""
+    return judged >= MIN_SAMPLES and contents >= MIN_CONTENTS
+
+
 def kill_outcome(trial: WriterKilled, new: str | None = None) -> str | None:
     """None if the file is the old or the new one, whole; TOO_LARGE when that cannot be told; else a
     description of what was left.
@@ -211,7 +217,7 @@ def check(history: History) -> Verdict:
             findings.append(finding("CR601", sample_trial, [i.label for i in sample_trial.labelled("set-")],
                                     "always parseable", f"{bad} torn samples", bad=bad, samples=sample_trial.samples,
                                     first=first))
-        elif judged < MIN_SAMPLES or contents < MIN_CONTENTS:
+        elif not enough_samples(judged, contents):
             thin.append(f"the readers judged {judged} samples holding {contents} distinct content(s) during the "
                         f"parallel writes; a pass needs at least {MIN_SAMPLES} samples and the config seen to "
                         f"change ({MIN_CONTENTS} contents)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypedDict
 
-from clirace.checks.atomic_config import MIN_CONTENTS, MIN_SAMPLES
+from clirace.checks.atomic_config import enough_samples
 from clirace.errors import Busy, TrialFailed
 from clirace.history import ConfigSampled, FileOp, KillPoint, KillPointsFound, Sample, WriterKilled
 from clirace.history.vocab import ConfigFormat, EventKind, WorkloadKind
@@ -368,7 +368,7 @@ def _sampled(ctx: Context, workload: Workload) -> None:
             for batch in range(WRITE_BATCHES):
                 box.together([(f"set-{batch * n + i}", box.argv(workload.run, i=i, n=n, key=workload.key_name(
                     2 + batch * n + i), value=f"v{batch * n + i}", session_id=f"s{i}"), None) for i in range(n)])
-                if sampler.samples >= MIN_SAMPLES and len(sampler.seen) >= MIN_CONTENTS:
+                if enough_samples(sampler.samples - sampler.dropped, len(sampler.seen)):
                     break
         finally:
             sampler.stop()
