@@ -88,6 +88,20 @@ def test_explain_of_an_unknown_word_guesses_without_loading_the_spec_package():
     assert loaded(modules, {"jsonschema", "regex", "jmespath"}) == []
 
 
+SAVED = ROOT / "tests" / "data" / "histories" / "adversarial-retry-after-string.json"
+RENDERER_MODULES = {"text", "jsonout", "markdown", "github", "junit", "sarif"}
+
+
+@pytest.mark.parametrize("fmt,module", [("json", "jsonout"), ("markdown", "markdown"), ("text", "text")])
+def test_a_report_loads_its_own_renderer_only(fmt, module):
+    """What CI runs (`--format json`, markdown, github...) never loads rich, which only the text report draws
+    with (40-50 ms of every such check's start-up), nor the other formats' modules."""
+    modules = imported("judge", str(SAVED), "--format", fmt, "--exit-zero")
+    renderers = {m.rpartition(".")[2] for m in loaded(modules, {"clirace.report"})} & RENDERER_MODULES
+    assert renderers == {module}
+    assert bool(loaded(modules, {"rich"})) == (fmt == "text")
+
+
 def test_checks_lists_the_registry_without_loading_a_check():
     modules = imported("checks")
     assert loaded(modules, {"clirace.checks"}) == ["clirace.checks", "clirace.checks.catalogue",

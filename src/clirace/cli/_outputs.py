@@ -300,8 +300,7 @@ def _history_file(directory: Path, spec_path: str) -> Path:
 def emit(items: Item | list[Item], outputs: Outputs, pinned: Pinned | None = None) -> None:
     """Write one result (or a list: one per spec) everywhere it goes. A path that fails is named in the
     UsageError raised once every other destination is written (exit 2)."""
-    from clirace.report import RENDERERS, render_all
-    from clirace.report.text import console
+    from clirace.report import render_all, renderer
 
     items = items if isinstance(items, list) else [items]
     own = pinned is None
@@ -323,13 +322,14 @@ def emit(items: Item | list[Item], outputs: Outputs, pinned: Pinned | None = Non
             if history is not None and where is not None:
                 write("--history", where, _history_text(history))
         for fmt, path in outputs.reports:
-            write("--report", path, _terminated(RENDERERS[fmt](items)))
+            write("--report", path, _terminated(renderer(fmt)(items)))
         if outputs.output:
-            write("-o", outputs.output, _terminated(RENDERERS[outputs.format](items)))
+            write("-o", outputs.output, _terminated(renderer(outputs.format)(items)))
         elif outputs.format == "text":  # a spec that could not be checked was said on stderr already
+            from clirace.report.text import console
             render_all([item for item in items if hasattr(item, "score")], console(color=outputs.color), items)
         else:
-            sys.stdout.write(_terminated(RENDERERS[outputs.format](items)))
+            sys.stdout.write(_terminated(renderer(outputs.format)(items)))
             sys.stdout.flush()
     finally:
         if own:
