@@ -92,14 +92,14 @@ SAVED = ROOT / "tests" / "data" / "histories" / "adversarial-retry-after-string.
 RENDERER_MODULES = {"text", "jsonout", "markdown", "github", "junit", "sarif"}
 
 
-@pytest.mark.parametrize("fmt,module", [("json", "jsonout"), ("markdown", "markdown"), ("text", "text")])
-def test_a_report_loads_its_own_renderer_only(fmt, module):
+def test_a_report_loads_its_own_renderer_only():
     """What CI runs (`--format json`, markdown, github...) never loads rich, which only the text report draws
-    with (40-50 ms of every such check's start-up), nor the other formats' modules."""
-    modules = imported("judge", str(SAVED), "--format", fmt, "--exit-zero")
+    with (40-50 ms of every such check's start-up), nor the other formats' modules. (One format: each probe is a
+    whole judge, and the fast subset pays for it.)"""
+    modules = imported("judge", str(SAVED), "--format", "json", "--exit-zero")
     renderers = {m.rpartition(".")[2] for m in loaded(modules, {"clirace.report"})} & RENDERER_MODULES
-    assert renderers == {module}
-    assert bool(loaded(modules, {"rich"})) == (fmt == "text")
+    assert renderers == {"jsonout"}
+    assert loaded(modules, {"rich"}) == []
 
 
 def test_checks_lists_the_registry_without_loading_a_check():
