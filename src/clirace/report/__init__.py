@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # what __getattr__ gives, for type checkers
-
     from rich.console import Console
 
     from clirace.report._failed import Item, Items
@@ -64,7 +63,7 @@ _LAZY = {"to_github": "github", "to_json": "jsonout", "to_junit": "junit", "to_m
 def renderer(fmt: str) -> Callable[[Items], str]:
     """The one renderer of `fmt`, its module imported now: a `--format json` run loads neither rich nor the
     other formats (40-50 ms of a check's start-up)."""
-    return to_text if fmt == "text" else __getattr__(f"to_{fmt}")  # type: ignore[return-value]
+    return to_text if fmt == "text" else cast("Callable[[Items], str]", __getattr__(f"to_{fmt}"))
 
 
 def __getattr__(name: str) -> object:
