@@ -62,3 +62,45 @@ def test_an_interrupt_waits_for_every_experiment_beside_it_to_end_before_it_is_r
     finally:
         signal.signal(signal.SIGINT, previous)
     assert ended.is_set(), "side_by_side raised while an experiment beside it was still ending its trial"
+
+
+@pytest.mark.timeout(30)
+def test_a_sigterm_while_the_experiments_start_waits_until_all_have_started(monkeypatch):
+    """A SIGTERM that arrived while side_by_side started its threads was raised inside Thread.start(): before the
+    thread ran (its experiment never began, and the stop waited HALT_GIVE_UP for it), or inside start()'s own
+    Condition (CPython 3.11: "RuntimeError: release unlocked lock", and the check wrote no partial result). Both
+    were seen in test_signal_steps at the step where the lock experiments start. Here the SIGTERM comes during the
+    second start: it must be raised once all three run, as Terminated, each experiment told to stop and ended."""
+    import os
+    import signal
+
+    from clirace.errors import Terminated
+
+    ctx = Context(spec=None, seed=1, workdir=Path("/nonexistent"), rounds=1, parallel=1)  # type: ignore[arg-type]
+    ended: list[str] = []
+    real_start = threading.Thread.start
+    starts: list[threading.Thread] = []
+
+    def start(thread: threading.Thread) -> None:
+        real_start(thread)
+        starts.append(thread)
+        if len(starts) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs in this (the main) thread, at once
+
+    def experiment(name: str):
+        def run(c: Context) -> None:
+            assert c.halt.wait(10), "never told to stop"
+            ended.append(name)
+        return run
+
+    def terminate(_signum, _frame):
+        raise Terminated()
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        with pytest.raises(Terminated):
+            ctx.side_by_side(experiment("first"), experiment("second"), experiment("third"))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sorted(ended) == ["first", "second", "third"]

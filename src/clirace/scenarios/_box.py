@@ -24,7 +24,7 @@ from clirace.errors import InternalError, ServiceFailed, SpecError, TrialFailed,
 from clirace.history import Alone, Event, FileOp, Invocation, Leftover, NotRun, Trial
 from clirace.history.vocab import INTERRUPTED_TRIAL, EventKind, Failure, Outcome
 from clirace.run import observe, safefs
-from clirace.run.cleanup import end_adopted
+from clirace.run.cleanup import end_adopted, interrupts_held
 from clirace.run.launch import Launcher, Running, stop_all
 from clirace.run.sandbox import Sandbox
 from clirace.scenarios import outlived
@@ -136,13 +136,18 @@ class Context:
                    for experiment, ctx, done in zip(experiments, own, dones, strict=True)]
         started: list[threading.Event] = []
         try:
-            for thread, done in zip(threads, dones, strict=True):
-                started.append(done)  # (before start: an interrupt inside start() comes once the thread runs)
-                thread.start()
+            # Started whole, then interruptible. A SIGTERM raised inside Thread.start() could come before the thread
+            # ran (its `done` never set: the stop waited HALT_GIVE_UP for it) or inside start()'s own Condition
+            # (CPython 3.11: "RuntimeError: release unlocked lock"): test_signal_steps, about 3% of the stops at
+            # "lock: contender while the lock is held", the moment these threads start.
+            with interrupts_held():
+                for thread, done in zip(threads, dones, strict=True):
+                    thread.start()
+                    started.append(done)
             for done in started:
                 done.wait()
-        except BaseException:  # an interrupt reaches this thread only: the others must stop before the run ends,
-            self.halt.set()  # or they go on starting processes and making sandboxes after its cleanup
+        except BaseException as exc:  # an interrupt reaches this thread only: the others must stop before the run
+            self.halt.set()  # ends, or they go on starting processes and making sandboxes after its cleanup
             for box in list(self.live):
                 box.end_all()
             # Each stops at its next step, its processes ended above. The run's cleanup must not begin while one
@@ -151,6 +156,10 @@ class Context:
             begun = time.monotonic()
             for done in started:
                 done.wait(max(HALT_WAIT, HALT_GIVE_UP - (time.monotonic() - begun)))
+            # An interrupt inside a threading primitive can come out as an Exception of its own with the interrupt
+            # behind it ("release unlocked lock"); raised as it came, the check would write no partial result.
+            if isinstance(exc, Exception) and (stop := interrupt_behind(exc)) is not None:
+                raise stop from None
             raise
         finally:
             for ctx in own:
