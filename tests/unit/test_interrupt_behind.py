@@ -60,3 +60,21 @@ def test_an_experiments_own_failure_is_still_recorded_and_the_run_goes_on(monkey
     pipeline._guarded("session")(ctx)
     (record,) = ctx.trials
     assert isinstance(record, NotRun) and "OSError" in record.error
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), errors.Terminated()], ids=["ctrl-c", "sigterm"])
+def test_a_run_whose_stop_comes_out_as_another_exception_stops_as_that_interrupt(stop, monkeypatch):
+    """Outside any experiment's guard (side_by_side waiting for its threads, the run's own clean-up), an interrupt
+    that comes out as an Exception of its own must still reach check_each as the interrupt, which writes the
+    partial result; the history says what stopped it. (Seen: "RuntimeError: release unlocked lock" with the
+    Terminated behind it, stdout empty, in test_signal_steps.)"""
+    from clirace.history import RunOptions
+    from clirace.spec import load_spec
+
+    from ..conftest import FIXTURES
+
+    monkeypatch.setattr(pipeline, "_launch", lambda *args: _stopped_then_cleanup_fails(stop))
+    seen = []
+    with pytest.raises(type(stop)):
+        pipeline.run(load_spec(FIXTURES / "level3" / "clirace.yaml"), RunOptions(seed=1), on_history=seen.append)
+    assert seen[0].stopped.startswith(("interrupted (Ctrl-C)", "terminated (SIGTERM)")), seen[0].stopped

@@ -71,7 +71,13 @@ def run(spec: Spec, options: RunOptions, progress: Callable[[str], None] | None 
                                        progress=say, only=options.only, trials=history.trials,
                                        shard=shards.parse(options.shard) if options.shard else None), wanted)
     except BaseException as exc:
-        history.stopped = _stopped_by(exc, step[0])
+        # An interrupt can come out as an Exception of its own: a clean-up that failed on the way out of it, or a
+        # threading primitive it landed in (CPython 3.11: "release unlocked lock"). The interrupt is what happened:
+        # raised as it came, check_each would write no partial result.
+        stop = interrupt_behind(exc) if isinstance(exc, Exception) else None
+        history.stopped = _stopped_by(stop or exc, step[0])
+        if stop is not None:
+            raise stop from None
         raise
     result = judge(history)
     result.seconds = time.monotonic() - started

@@ -146,8 +146,8 @@ class Context:
                     started.append(done)
             for done in started:
                 done.wait()
-        except BaseException as exc:  # an interrupt reaches this thread only: the others must stop before the run
-            self.halt.set()  # ends, or they go on starting processes and making sandboxes after its cleanup
+        except BaseException:  # an interrupt reaches this thread only: the others must stop before the run ends,
+            self.halt.set()  # or they go on starting processes and making sandboxes after its cleanup
             for box in list(self.live):
                 box.end_all()
             # Each stops at its next step, its processes ended above. The run's cleanup must not begin while one
@@ -156,11 +156,7 @@ class Context:
             begun = time.monotonic()
             for done in started:
                 done.wait(max(HALT_WAIT, HALT_GIVE_UP - (time.monotonic() - begun)))
-            # An interrupt inside a threading primitive can come out as an Exception of its own with the interrupt
-            # behind it ("release unlocked lock"); raised as it came, the check would write no partial result.
-            if isinstance(exc, Exception) and (stop := interrupt_behind(exc)) is not None:
-                raise stop from None
-            raise
+            raise  # (an interrupt hidden behind an Exception is taken for itself by pipeline.run)
         finally:
             for ctx in own:
                 self.trials.extend(ctx.trials)
