@@ -3,12 +3,13 @@
 
     python benchmarks/cost.py [--runs N] [--only NAME ...]
 
-For each target (the level-3 fixture, its Redis twin, a real tool) it prints: the invocations the check made
-(from its saved history), the tool's own CPU per invocation (its commands run alone, one at a time, in a
-throw-away HOME), the check's CPU (clirace, strace, the servers and the tool together: the rusage of the whole
-process tree, which clirace reaps as a child subreaper), the ratio of the two, the wall time, the seconds of
-each stage (recorded in the history), the CPU and wall of judging and rendering the saved history again, and
-the load average. Ratios, not absolute times: the machine is shared. Asserts nothing.
+For each target (the level-3 fixture, its Redis twin, a real tool) it prints: the invocations the check made (from
+its saved history), the tool's own CPU per invocation (its commands run alone, one at a time, in a throw-away
+HOME, just before and just after each check: it drifts within minutes), the check's CPU (clirace, strace, the
+servers and the tool together: the rusage of the whole process tree, which clirace reaps as a child subreaper),
+the ratio of the two (each run against its own measurements; with --runs N, the median and range), the wall time,
+the seconds of each stage (recorded in the history), the CPU and wall of judging and rendering the saved history
+again, and the load average. Ratios, not absolute times: the machine is shared. Asserts nothing.
 """
 from __future__ import annotations
 
@@ -126,29 +127,47 @@ def one_check(spec: Path, workdir: Path) -> dict:
             "stages": dict(history.environment.stage_seconds), "judge_cpu": judge_cpu, "judge_wall": judge_wall}
 
 
+def spread(checks: list[dict], key: str, scale: float, fmt: str) -> str:
+    """The median of one figure over the runs, and its range when there is more than one run."""
+    values = sorted(c[key] * scale for c in checks)
+    text = fmt.format(median(values))
+    return text if len(values) == 1 else f"{text} ({fmt.format(values[0])}-{fmt.format(values[-1])})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1, help="checks per target (the median is printed)")
     parser.add_argument("--only", nargs="*", choices=sorted(TARGETS), help="targets to measure")
     args = parser.parse_args()
-    rows, stage_rows = [], []
+    rows, stage_rows, run_rows = [], [], []
     for name in args.only or list(TARGETS):
         spec, commands, needs = TARGETS[name]
         if needs and not shutil.which(needs):
             rows.append([name, "-", "-", "-", "-", "-", "-", "-", "-", f"{needs} not available"])
             continue
-        per_invocation = tool_cpu_per_invocation(commands(), needs)
-        raced = tool_cpu_per_invocation(commands(), needs, repeats=16, width=RACE_WIDTH)
+        # The tool's own CPU drifts by a fifth within minutes on a shared machine (50 to 72 ms an invocation
+        # within ten minutes, session 18), so each check is bracketed by its own measurements of the tool alone
+        # and raced, and each run gets its own ratios; a single measurement before all the runs was off by that.
         checks = []
         for _ in range(args.runs):
+            before = tool_cpu_per_invocation(commands(), needs)
+            raced = tool_cpu_per_invocation(commands(), needs, repeats=16, width=RACE_WIDTH)
             with tempfile.TemporaryDirectory(prefix="cost-") as tmp:
-                checks.append(one_check(spec, Path(tmp)))
-        cpu, wall = median([c["cpu"] for c in checks]), median([c["wall"] for c in checks])
+                check = one_check(spec, Path(tmp))
+            after = tool_cpu_per_invocation(commands(), needs)
+            alone = (before + after) / 2
+            check.update(alone=alone, raced=raced, ratio=check["cpu"] / (alone * check["invocations"]),
+                         ratio_raced=check["cpu"] / (raced * check["invocations"]))
+            checks.append(check)
+            run_rows.append([name, len(checks), f"{before * 1000:.0f} ms", f"{after * 1000:.0f} ms",
+                             f"{raced * 1000:.0f} ms", f"{check['cpu']:.1f} s", f"{check['ratio']:.2f}x",
+                             f"{check['ratio_raced']:.2f}x", f"{check['wall']:.1f} s"])
         invocations = int(median([c["invocations"] for c in checks]))
-        own = per_invocation * invocations
-        rows.append([name, invocations, f"{per_invocation * 1000:.0f} ms", f"{own:.1f} s",
-                     f"{raced * 1000:.0f} ms ({raced / per_invocation:.2f}x)", f"{cpu:.1f} s",
-                     f"{cpu / own:.2f}x", f"{cpu / (raced * invocations):.2f}x", f"{wall:.1f} s",
+        rows.append([name, invocations, spread(checks, "alone", 1000, "{:.0f} ms"),
+                     f"{median([c['alone'] for c in checks]) * invocations:.1f} s",
+                     spread(checks, "raced", 1000, "{:.0f} ms"), spread(checks, "cpu", 1, "{:.1f} s"),
+                     spread(checks, "ratio", 1, "{:.2f}x"), spread(checks, "ratio_raced", 1, "{:.2f}x"),
+                     spread(checks, "wall", 1, "{:.1f} s"),
                      f"{median([c['judge_cpu'] for c in checks]):.2f} s CPU, "
                      f"{median([c['judge_wall'] for c in checks]):.2f} s wall"])
         last = checks[-1]
@@ -159,10 +178,14 @@ def main() -> None:
                 ["target", "invocations", "tool CPU / invocation", "tool CPU (all)",
                  f"raced {RACE_WIDTH} at a time", "check CPU", "ratio", "ratio to raced", "wall",
                  "judge + report again"], rows,
-                note="check CPU: clirace, strace, servers and the tool, the whole process tree; ratio = check CPU / "
-                     f"tool CPU (all); raced: the same commands {RACE_WIDTH} at a time without clirace (CPU per "
-                     "invocation, and its ratio to alone); ratio to raced = check CPU / (raced x invocations), "
-                     "clirace's and strace's share alone."))
+                note="Medians over the runs, with their range. check CPU: clirace, strace, servers and the tool, the "
+                     "whole process tree; tool CPU / invocation: the tool alone, measured just before and just after "
+                     f"each check (their mean); raced: the same commands {RACE_WIDTH} at a time without clirace, "
+                     "measured just before each check; ratio = check CPU / (alone x invocations) and ratio to raced "
+                     "= check CPU / (raced x invocations), each run against its own measurements."))
+    if len(run_rows) > len(rows):
+        print(table("Each run", ["target", "run", "alone before", "alone after", "raced", "check CPU", "ratio",
+                                 "ratio to raced", "wall"], run_rows))
     print(table("Where the wall time goes (seconds per stage, last run; side-by-side stages joined by +)",
                 ["target", "stage", "seconds"], stage_rows))
 
