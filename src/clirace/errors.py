@@ -88,9 +88,11 @@ class TrialFailed(Exception):
     `failure` says whose failure it was, as a history.vocab.Failure value: the tool's unless said otherwise (a
     setup refused in a fresh sandbox is the spec's; one killed at its deadline gave no answer, and is not)."""
 
-    def __init__(self, message: str, failure: str = "tool"):
-        super().__init__(message)
-        self.failure = failure
+    def __init__(self, message: str, failure: str = "tool", *, meaning: str = ""):
+        # `meaning`, what the failure leaves unknown, is kept apart so that a caller quoting several failures in
+        # one sentence (services.postgres.setup run twice) can say it once: `what` is the message without it.
+        super().__init__(f"{message}: {meaning}" if meaning else message)
+        self.what, self.failure = message, failure
 
 
 class Undecided(Exception):

@@ -444,7 +444,8 @@ class Box:
                 inv = self.run_free(label, self.argv(sub))
             if inv.outcome is Outcome.UNKNOWN:  # killed at its deadline (a loaded machine, a hung tool): no answer
                 raise TrialFailed(f"setup command {inv.command()!r} ended without an answer ({inv.ending()}; "
-                                  f"{inv.printed()}): whether the spec fits the tool is unknown", Failure.TOOL)
+                                  f"{inv.printed()})", Failure.TOOL,
+                                  meaning="whether the spec fits the tool is unknown")
             if not inv.ok:  # a clear refusal in a fresh sandbox: the spec asks for what the tool does not do
                 raise TrialFailed(f"setup command {inv.command()!r} failed ({inv.ending()}; {inv.printed()})",
                                   Failure.SPEC)

@@ -112,7 +112,7 @@ class Services:
             except TrialFailed as exc:
                 if first is not None:
                     raise TrialFailed(f"services.postgres.setup gave no answer twice, each time on a new template "
-                                      f"database: {_said(first)}; then {_said(exc)}; so nothing could run",
+                                      f"database: {first.what}; then {exc.what}; so nothing could run",
                                       exc.failure) from None
                 first = exc
                 self.postgres.make_template_again()
@@ -122,10 +122,6 @@ class Services:
     def stop(self) -> None:
         if self.postgres is not None:
             self.postgres.stop()
-
-
-def _said(exc: TrialFailed) -> str:
-    return str(exc).removesuffix(": whether the spec fits the tool is unknown")
 
 
 class _Template:
