@@ -167,6 +167,23 @@ def test_a_tool_reading_twice_is_stopped_after_its_second_read():
     assert (met.ends, met.count) == ("close", 2)
 
 
+def test_a_log_of_its_own_written_first_is_not_state_where_the_state_is_shared():
+    # npm writes a debug log named by the time it started before it reads package.json twice: written, so a
+    # state file, it closed each window before the first read and the aim fell back to the first read.
+    from clirace.scenarios.aim import aim
+
+    def npm(n):
+        log = f"/sb/home/.npm/_logs/T{n}-debug-0.log"
+        return [(1, f'openat(AT_FDCWD</sb>, "{log}", O_WRONLY|O_CREAT|O_APPEND, 0666) = 4<{log}>'),
+                (1, f'write(4<{log}>, "0 verbose cli\\n", 14) = 14'), (1, OPEN.format(fd=3)), (1, CLOSE.format(fd=3)),
+                (1, OPEN.format(fd=3)), (1, CLOSE.format(fd=3)), *((1, line) for line in WRITE)]
+    met = aim(_traced_round(npm(0), npm(1)))
+    assert (met.paths, met.ends, met.count) == (("home/c.json",), "close", 2)
+    # Refused by the lock before they open anything, the others touch nothing: the one writer's files all stay.
+    alone = aim(_traced_round(npm(0), [(1, LOCK[0].replace("= 6</sb/home/c.lock>", "= -1 EEXIST (File exists)"))]))
+    assert alone is not None and "home/c.json" in alone.paths and len(alone.paths) == 2
+
+
 def test_go_reading_on_two_threads_then_locking_is_stopped_after_both_reads_not_the_reread_under_the_lock():
     # Two goroutines read the config at start-up (threads 11 and 12, fds 3 and 4, interleaved); then the lock,
     # a third read under it (fd 3 again), and the rewrite. The window closes at the lock: 2 reads in it.
@@ -224,6 +241,24 @@ def test_arrival_counts_the_ends_of_reads_over_every_thread(tmp_path):
     (tmp_path / "other").mkdir()
     stray = _log(tmp_path / "other", {7: [OPEN.format(fd=3), CLOSE.format(fd=3), f"close(1<{C}>) = 0", STOPPED]})
     assert Arrival.of([C], "close", 2).reached(stray) is None
+
+
+@pytest.mark.parametrize("line", [
+    f'read(3<{C}>, "{{\\"name\\": \\"example\\", \\"version\\": \\"1.0.0\\"}}", 39) = 39',  # npm: the size, no EOF read
+    f'read(3<{C}>, "/etc/passwd\\n", 4096) = 12',  # data that looks like a path
+    f'pread64(3<{C}>, "SQLite format 3\\0", 100, 0) = 100',
+    f'readv(3<{C}>, [{{iov_base="ab", iov_len=2}}], 1) = 2',
+    f"mmap(NULL, 4096, PROT_READ, MAP_SHARED, 3<{C}>, 0) = 0x7f5a1b2c3000",
+])
+def test_a_read_that_returned_data_is_an_arrival_at_the_first_read(tmp_path, line):
+    # What a read call prints after its fd is the data it read: the call is on the fd's file, whatever the data
+    # (it once read as a path under the fd's, so only a read of nothing, "", arrived: npm's and jq's rendezvous
+    # rounds released with most of their invocations never stopped, and raced on luck).
+    from clirace.run.rendezvous import Arrival
+    op = observe.parse_line(line, "/elsewhere")
+    assert op is not None and op.paths == (C,) and op.fd == 3 and not op.writes
+    arrived = Arrival.of([C], "read").reached(_log(tmp_path, {21: [OPEN.format(fd=3), line, STOPPED]}))
+    assert arrived is not None and arrived.call == line
 
 
 def test_an_exec_line_gives_its_argv():

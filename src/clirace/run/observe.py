@@ -30,8 +30,11 @@ _LINE = re.compile(r"^(?:(?P<at>\d+\.\d+)\s+)?(?P<call>\w+)\((?P<args>.*)\)\s+=\
 # relative path is relative to that, which is the process's own cwd, not necessarily the one it started in.
 _STRING = re.compile(r'(?:(?:AT_FDCWD|\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
 _OPEN_CALLS = frozenset({"open", "openat", "openat2", "creat"})
-_FD_CALLS = frozenset(WRITE_CALLS.split(",")) | {"flock", "fcntl", "ftruncate", "close", "fsync", "fdatasync"}
+# Calls on an fd, first argument: the strings strace prints after it are data (what was read or written), not paths.
+_FD_CALLS = (frozenset(WRITE_CALLS.split(",")) | {"read", "pread64", "readv", "preadv", "preadv2"}
+             | {"flock", "fcntl", "ftruncate", "close", "fsync", "fdatasync"})
 _FD_PATH = re.compile(r"^(\d+)<([^>]*)>")  # strace -y: an fd annotated with its path
+_MMAP_FD = re.compile(r"^(?:[^,]*,\s*){4}(\d+)<([^>]*)>")  # mmap(addr, length, prot, flags, FD<path>, offset)
 
 
 def strace_path() -> str:
@@ -186,8 +189,9 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     if not match:
         return None
     call, args, ret = match["call"], match["args"], match["ret"]
-    fd_path = _FD_PATH.match(args)
-    if call in _FD_CALLS:  # the strings they print are data, not paths
+    on_fd = call in _FD_CALLS or call == "mmap"
+    fd_path = (_MMAP_FD if call == "mmap" else _FD_PATH).match(args)
+    if on_fd:  # the strings they print are data, not paths
         paths = [unescape(fd_path.group(2))] if fd_path else []
     else:
         paths = [_absolute(unescape(m["path"]), unescape(m["dir"]) if m["dir"] else cwd)
@@ -208,7 +212,7 @@ def parse_line(line: str, cwd: str, pid: int = 0) -> FileOp | None:
     ok = ret != "?" and not ret.startswith("-")
     # Which fd: a close of fd 1 shows the path of whatever file fd 1 is now (a temp file renamed onto the state
     # reads as the state), so "closed the fd it read through" needs the number, not the path.
-    fd = int(ret) if call in _OPEN_CALLS and ok else int(fd_path.group(1)) if call in _FD_CALLS and fd_path else None
+    fd = int(ret) if call in _OPEN_CALLS and ok else int(fd_path.group(1)) if on_fd and fd_path else None
     child = None
     if call in PROCESS_CALLS:  # which program (its argv kept whole in args), which new thread or process
         paths = paths[:1] if call == "execve" else []
