@@ -64,8 +64,8 @@ def aim(traced: WorkloadRound) -> Aim | None:
 
 
 def _touched_by(traced: WorkloadRound, path: str) -> int:
-    """How many of the round's invocations made any call on `path` (absolute)."""
-    return sum(any(op.paths and op.paths[0] == path for op in ops) for ops in traced.traces.values())
+    """How many of the round's invocations made any call on `path` (absolute; a rename onto it too)."""
+    return sum(any(path in op.paths for op in ops) for ops in traced.traces.values())
 
 
 def _window(ops: tuple[FileOp, ...], state: set[str], reading: locking.Reading) -> tuple[int, bool] | None:
