@@ -192,15 +192,20 @@ def state_files(traces: dict[str, tuple[FileOp, ...]], root: str, own: tuple[str
     """The tool's state in a traced round, relative to the sandbox `root`: files written by at least
     `min_writers` invocations, neither lock files nor temp files (renamed away, exclusively created temps, or
     under the sandbox's TMPDIR / XDG_RUNTIME_DIR), nor clirace's `own` directories. State locked in place
-    stays state."""
+    stays state. Where some of it is shared (touched by two or more invocations), a file that one invocation
+    alone touched is that invocation's own (npm's debug log, named by the time it started), not state; where
+    none is (the others refused by a lock before they opened anything), every one stays."""
     root = root.rstrip("/") + "/"
     reading = read(traces.values(), ignore=tuple(root + d for d in own))
     writers: dict[str, int] = {}
+    touched: dict[str, int] = {}  # how many invocations made any call on it (a rename onto it too)
     gone_at_end: set[str] = set()  # renamed away or removed by the last call on it, in some trace
     there_at_end: set[str] = set()  # written or renamed onto by the last call on it, in some trace
     for ops in traces.values():
         for path in {_rel(p, root) for p in written_paths(ops)} - {""}:
             writers[path] = writers.get(path, 0) + 1
+        for path in {_rel(p, root) for op in ops for p in op.paths} - {""}:
+            touched[path] = touched.get(path, 0) + 1
         last: dict[str, bool] = {}  # path -> whether the last call on it left it there
         for op in ops:
             if not op.ok or not op.paths:
@@ -216,8 +221,9 @@ def state_files(traces: dict[str, tuple[FileOp, ...]], root: str, own: tuple[str
     # A file renamed away as a backup and then replaced by a rename onto it (rclone: rclone.conf -> .old, a temp
     # -> rclone.conf, .old removed) is the state all the same; what no trace leaves behind is a temp or a lock.
     not_state = {_rel(p, root) for p in reading.lock_files | reading.temps} | (gone_at_end - there_at_end)
-    return {p for p, n in writers.items() if n >= min_writers and p not in not_state
-            and not p.startswith(own + temp_dirs)}
+    state = {p for p, n in writers.items() if n >= min_writers and p not in not_state
+             and not p.startswith(own + temp_dirs)}
+    return {p for p in state if touched[p] > 1} or state
 
 
 def written_paths(ops: tuple[FileOp, ...]) -> list[str]:

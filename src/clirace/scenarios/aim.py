@@ -1,8 +1,8 @@
 """Where to stop the invocations of a rendezvous round, from what an earlier traced round saw them do.
 
 The state is what the invocations of the round wrote (in place or by rename): a counter file, a config, a
-queue; clirace's own io/ and trace/ files are not, nor lock files, nor temp files (locking.state_files), nor,
-where some file is shared, a file one invocation alone touched (its own log). A state file a tool locks
+queue; clirace's own io/ and trace/ files are not, nor lock files, nor temp files, nor, where some file is
+shared, a file one invocation alone touched (its own log; locking.state_files). A state file a tool locks
 through its own fd is still state.
 
 The window of a read-modify-write runs from the read whose content is written back to the write. So each
@@ -44,11 +44,6 @@ def aim(traced: WorkloadRound) -> Aim | None:
     root = traced.sandbox.rstrip("/") + "/"
     # Written by any of them (a tool that refuses most callers may have had one writer in the traced round).
     state = sorted(locking.state_files(traced.traces, traced.sandbox, OWN_DIRS, TEMP_DIRS))
-    # Where some file is shared, one that a single invocation alone touched is its own (npm's debug log, named by
-    # the time it started), not state: its write would close that invocation's window before the shared read.
-    # Where none is shared (the others refused by the lock before they opened anything), every one stays.
-    shared = [p for p in state if _touched_by(traced, root + p) > 1]
-    state = shared or state
     if not state:
         return None
     reading = locking.read(traced.traces.values(), ignore=tuple(root + d for d in OWN_DIRS))
@@ -61,11 +56,6 @@ def aim(traced: WorkloadRound) -> Aim | None:
         return Aim(tuple(state), CLOSE_CALLS, f"the end of its {nth}read of its state, its last before it locks or "
                    "writes (the reading fd closed, or no state found)", "close", count, locks)
     return Aim(tuple(state), READ_CALLS, "the first read of its state", "read", 1, locks)
-
-
-def _touched_by(traced: WorkloadRound, path: str) -> int:
-    """How many of the round's invocations made any call on `path` (absolute; a rename onto it too)."""
-    return sum(any(path in op.paths for op in ops) for ops in traced.traces.values())
 
 
 def _window(ops: tuple[FileOp, ...], state: set[str], reading: locking.Reading) -> tuple[int, bool] | None:
