@@ -46,15 +46,18 @@ from clirace.run.stopper import (
     POLL,
     READ_CALLS,
     STOPPED,
+    TICK,
     Continuer,
     Listings,
     Stop,
     StopLog,
+    TraceChanges,
     cpu_ns,
     ended,
     path_forms,
     require,
     stop_prefix,
+    wait_ended,
 )
 
 SETTLE = 0.3
@@ -151,7 +154,11 @@ class Meeting:
                 if why:
                     self.timed_out, self.why = True, why
                     return False
-            time.sleep(self.every)
+            self._pause()
+
+    def _pause(self) -> None:
+        """Between two looks at the arrivals."""
+        time.sleep(self.every)
 
     def idle_for(self, label: str, now: float) -> float:
         """Seconds since the invocation last used over IDLE_SHARE of a CPU."""
@@ -221,6 +228,16 @@ class Rendezvous(Meeting):
                    settle, overall)
 
     # ------------------------------------------------------------------------------------------- waiting
+    def wait_all_arrived(self) -> bool:
+        self._changes = TraceChanges(m.log.prefix.parent for m in self.members)
+        try:
+            return super().wait_all_arrived()
+        finally:
+            self._changes.close()
+
+    def _pause(self) -> None:
+        self._changes.wait(TICK)  # woken by the next trace line; an exit (no line) is seen at the next tick
+
     def _missing(self, now: float) -> list[str]:
         self._poll(now)
         return [m.label for m in self.members if m.arrived is None and not m.exited_before]
@@ -314,9 +331,7 @@ class Rendezvous(Meeting):
             member.log.continue_pending()
             released.append(member)
             turn = Continuer([m.log for m in released], partial(ended, member.running))
-            deadline = time.monotonic() + each
-            while not ended(member.running) and time.monotonic() < deadline:
-                time.sleep(POLL)
+            wait_ended(member.running, time.monotonic() + each)
             turn.close()
         self._continue_the_rest()
 

@@ -49,15 +49,16 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from clirace.errors import NotAvailable as NotAvailable  # raised here; tests import it from here
 from clirace.run import locking, observe
@@ -69,6 +70,9 @@ LOCK_CALLS = locking.CALLS
 # Calls a tool makes on its lock file once it holds it: writing its pid into it, truncating, closing it.
 AFTER_LOCK_CALLS = "write,pwrite64,writev,ftruncate,fsync,fstat,newfstatat,lseek,close"
 POLL = 0.002
+# The longest a wait on trace files lasts (TraceChanges): how late an exit is seen, since it writes no trace line (-qq).
+TICK = 0.01
+IN_MODIFY, IN_CREATE = 0x2, 0x100  # <sys/inotify.h>
 JOIN_PATIENCE = 1.0  # seconds to wait for every thread of a stopped process to join its stop (one stuck is not waited for)
 READ_CHUNK = 1 << 20  # at most this much of a trace file per poll
 
@@ -233,6 +237,81 @@ class Listings:
         return self._read[folder]
 
 
+class TraceChanges:
+    """Wakes a waiting loop as soon as strace writes to one of the trace directories, instead of every POLL.
+
+    Why: each look of a rendezvous lists the trace directory, reads every invocation's trace files and /proc
+    entries, and looking every 2 ms while eight start-ups crawl to their state read under strace was a quarter of
+    clirace's own CPU in a level-3 check. strace writes a line for each call it traces on the state and for each
+    stop, so the directory changes exactly when there is something new to read; an exit writes nothing (-qq), so
+    a wait still ends after its `timeout` (TICK). Where inotify cannot be had (no libc symbol, the watch limit
+    reached, a directory gone), `wait` sleeps POLL, as every look did before."""
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self._fd = _inotify(folders)
+
+    def wait(self, timeout: float) -> None:
+        """Until something is written to a watched directory, or `timeout` seconds pass."""
+        if self._fd is None:
+            time.sleep(max(min(timeout, POLL), 0.0))
+            return
+        if select.select([self._fd], [], [], max(timeout, 0.0))[0]:
+            try:  # drained before the look that follows it: a line written after this wakes the next wait
+                while os.read(self._fd, 4096):
+                    pass
+            except OSError:  # BlockingIOError: drained
+                pass
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _inotify(folders: Iterable[Path]) -> int | None:
+    """An inotify fd watching `folders` for writes and new files, or None where that cannot be had."""
+    libc = _libc()
+    if libc is None:
+        return None
+    fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+    if fd < 0:
+        return None
+    for folder in dict.fromkeys(folders):
+        if libc.inotify_add_watch(fd, os.fsencode(folder), IN_MODIFY | IN_CREATE) < 0:
+            os.close(fd)
+            return None
+    return fd
+
+
+@lru_cache(maxsize=1)
+def _libc() -> Any:
+    try:
+        import ctypes  # (only where a rendezvous waits: a few ms of import no other command pays)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.inotify_init1, libc.inotify_add_watch  # noqa: B018 (AttributeError where the C library lacks them)
+    except (ImportError, OSError, AttributeError):
+        return None
+    return libc
+
+
+def wait_ended(running: Process, until: float) -> None:
+    """Until the invocation's process has ended (`ended`) or time.monotonic() reaches `until`: woken by its pidfd
+    when it exits, not by polling (where pidfd_open is missing, every POLL)."""
+    try:
+        fd: int | None = os.pidfd_open(running.pid)
+    except (AttributeError, OSError):  # (before Linux 5.3; or already gone)
+        fd = None
+    try:
+        while not ended(running) and (left := until - time.monotonic()) > 0:
+            if fd is None:
+                time.sleep(min(left, POLL))
+            else:
+                select.select([fd], [], [], min(left, TICK))
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def process_of(tid: int) -> int:
     """The process (thread group) a thread belongs to; the id itself once it is gone."""
     try:
@@ -279,7 +358,7 @@ class Continuer:
     another thread or child), until `done()` says the invocations are over or `close()` is called.
     `done` runs in the continuer's thread: it must not call Popen.poll() (see `ended`)."""
 
-    def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = POLL * 2) -> None:
+    def __init__(self, logs: list[StopLog], done: Callable[[], bool], poll: float = TICK) -> None:
         self.logs, self.done, self.poll = logs, done, poll
         self.late: list[Stop] = []
         self._closed = threading.Event()
@@ -287,14 +366,18 @@ class Continuer:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._closed.is_set():
-            listings = Listings()
-            for log in self.logs:
-                log.poll(listings.of(log))
-                self.late += log.continue_pending()
-            if self.done():
-                return
-            self._closed.wait(self.poll)
+        changes = TraceChanges(log.prefix.parent for log in self.logs)
+        try:
+            while not self._closed.is_set():
+                listings = Listings()
+                for log in self.logs:
+                    log.poll(listings.of(log))
+                    self.late += log.continue_pending()
+                if self.done():
+                    return
+                changes.wait(self.poll)
+        finally:
+            changes.close()
 
     def close(self) -> None:
         self._closed.set()

@@ -1,0 +1,92 @@
+"""run/stopper.py's event waits: a rendezvous wakes when strace writes a trace line (inotify) and a turn ends when
+its invocation exits (a pidfd), rather than looking every 2 ms. Each test would hang to its long timeout (and
+fail) if the wake did not come."""
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from clirace.run.stopper import TraceChanges, ended, wait_ended
+
+LONG = 60.0  # a wait that is never meant to last this long: returning means the wake came
+
+
+def test_a_wait_ends_when_a_trace_file_is_written(tmp_path):
+    trace = tmp_path / "run-0.123"
+    trace.write_text("")
+    changes = TraceChanges([tmp_path])
+    try:
+        writer = threading.Thread(target=lambda: trace.write_text('read(3</x/config.json>, "", 4096) = 0\n'))
+        started = time.monotonic()
+        writer.start()
+        changes.wait(LONG)
+        writer.join()
+        assert time.monotonic() - started < LONG / 2
+    finally:
+        changes.close()
+
+
+def test_a_wait_ends_when_strace_starts_a_trace_file_for_a_new_process(tmp_path):
+    changes = TraceChanges([tmp_path])
+    try:
+        started = time.monotonic()
+        (tmp_path / "run-0.456").write_text("")
+        changes.wait(LONG)
+        assert time.monotonic() - started < LONG / 2
+    finally:
+        changes.close()
+
+
+def test_each_write_wakes_one_wait_and_is_then_drained(tmp_path):
+    """A wake is used up by the wait it ends: the next wait, with nothing new written, lasts its timeout."""
+    changes = TraceChanges([tmp_path])
+    try:
+        (tmp_path / "run-0.789").write_text("x\n")
+        changes.wait(LONG)
+        started = time.monotonic()
+        changes.wait(0.05)
+        assert time.monotonic() - started >= 0.04
+    finally:
+        changes.close()
+
+
+def test_a_folder_that_is_gone_falls_back_to_short_sleeps(tmp_path):
+    changes = TraceChanges([tmp_path / "never-made"])
+    started = time.monotonic()
+    changes.wait(LONG)  # (the old poll: one POLL)
+    changes.close()
+    assert time.monotonic() - started < LONG / 2
+
+
+@dataclass
+class _Started:
+    proc: subprocess.Popen
+    pid: int
+
+
+@pytest.mark.timeout(30)
+def test_wait_ended_wakes_when_the_process_exits():
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    running = _Started(proc, proc.pid)
+    try:
+        assert not ended(running)
+        started = time.monotonic()
+        threading.Thread(target=proc.stdin.close).start()  # its stdin closed: it reads EOF and exits
+        wait_ended(running, time.monotonic() + LONG)
+        assert ended(running) and time.monotonic() - started < LONG / 2
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_wait_ended_gives_up_at_its_deadline():
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        wait_ended(_Started(proc, proc.pid), time.monotonic() + 0.05)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
