@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Verdict stability: run `clirace check` on each fixture N times and print the scores and criteria seen.
 
-    python benchmarks/stability.py [--runs N] [--only levels|adversarial] [SPEC ...]
+    python benchmarks/stability.py [--runs N] [--only levels|adversarial] [--histories DIR] [SPEC ...]
 
 A score that changes between two runs of the same tool is the worst bug clirace can have, and so is a corruption
 flag that does: this prints, per spec, every distinct (score, corruption flag, non-passing criteria) outcome with
-how often it was seen, and the wall times.
+how often it was seen, and the wall times. With --histories DIR, each run's history is kept there (named after the
+spec's folder, or its file for a NAME.clirace.yaml, and the run), so that an outcome seen once can be read
+afterwards (`clirace judge DIR/NAME.json`): a sweep that only counts outcomes cannot say why one run differed.
 Prints a table; asserts nothing. Expected scores come from the specs' own comments ("expected score N").
 """
 from __future__ import annotations
@@ -30,9 +32,10 @@ def expected_score(spec: Path) -> str:
     return "?"
 
 
-def one_run(spec: Path) -> tuple[str, float]:
+def one_run(spec: Path, history: Path | None = None) -> tuple[str, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--format", "json"],
+    keep = ["--history", str(history)] if history is not None else []
+    proc = subprocess.run([sys.executable, "-m", "clirace", "check", str(spec), "--format", "json", *keep],
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0
     try:
@@ -53,6 +56,7 @@ def main() -> int:
     parser.add_argument("specs", nargs="*", type=Path)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--only", choices=["levels", "adversarial"])
+    parser.add_argument("--histories", type=Path, help="keep each run's history in this folder")
     args = parser.parse_args()
     specs = [s.resolve() for s in args.specs] or [
         *(sorted(REPO.glob("fixtures/level*/clirace.yaml")) if args.only != "adversarial" else []),
@@ -63,8 +67,13 @@ def main() -> int:
     print("|---|---|---|---|")
     for spec in specs:
         outcomes, walls = Counter(), []
-        for _ in range(args.runs):
-            outcome, wall = one_run(spec)
+        for run in range(args.runs):
+            history = None
+            if args.histories is not None:
+                args.histories.mkdir(parents=True, exist_ok=True)
+                name = spec.parent.name if spec.name == "clirace.yaml" else spec.name.removesuffix(".clirace.yaml")
+                history = args.histories / f"{name}-{run + 1}.json"
+            outcome, wall = one_run(spec, history)
             outcomes[outcome] += 1
             walls.append(wall)
         walls.sort()
