@@ -545,6 +545,13 @@ class Hold:
     def wait_held(self, timeout: float) -> Stop | None:
         """The stop where it is held, or None if it ended (or `timeout` passed) without being held."""
         deadline = time.monotonic() + timeout
+        changes = TraceChanges([self.log.prefix.parent])
+        try:
+            return self._wait_held(deadline, changes)
+        finally:
+            changes.close()
+
+    def _wait_held(self, deadline: float, changes: TraceChanges) -> Stop | None:
         while self.stop is None and time.monotonic() < deadline:
             over = ended(self.running)
             for stop in self.log.poll():
@@ -564,7 +571,7 @@ class Hold:
             if over:
                 break
             if self.stop is None:
-                time.sleep(POLL)
+                changes.wait(TICK)
         return self.stop
 
     @property
@@ -642,12 +649,13 @@ class KillAfter:
         continued: dict[int, int] = {}
         seen: float | None = None
         deadline = time.monotonic() + timeout
+        changes = TraceChanges([self.stops.prefix.parent])
         try:
             while (self.killed is None and not ended(self.running) and time.monotonic() < deadline
                    and not (over is not None and over())):
                 self.stops.poll()
                 if not self.stops.pending:
-                    time.sleep(POLL)
+                    changes.wait(TICK)
                     continue
                 now = time.monotonic()
                 seen = seen or now
@@ -657,7 +665,7 @@ class KillAfter:
                         if alive(tid)]
                 if not (all(self.stops.stopped.get(tid, 0) > continued.get(tid, 0) for tid in live)
                         or now - seen >= JOIN_PATIENCE):
-                    time.sleep(POLL)
+                    changes.wait(TICK)
                     continue
                 hits = [(tid, line) for tid, events in self.stops.events.items() for line in events
                         if line != STOPPED and self.meant(line)]
@@ -671,6 +679,7 @@ class KillAfter:
                 continued, seen = dict(self.stops.stopped), None
                 self.stops.continue_pending()
         finally:
+            changes.close()
             # The invocation's other processes must not stay stopped: a parent shell whose child was killed here
             # sat in its stop until the invocation's deadline (11 s for `sh -c 'sed -i ...'`), and so read as
             # timed out, no landed kill. Their later stops are continued as they come, until it has ended.
