@@ -1,6 +1,8 @@
 """run/stopper.py's event waits: a rendezvous wakes when strace writes a trace line (inotify) and a turn ends when
 its invocation exits (a pidfd), rather than looking every 2 ms. Each test would hang to its long timeout (and
 fail) if the wake did not come."""
+import os
+import resource
 import subprocess
 import sys
 import threading
@@ -90,3 +92,30 @@ def test_wait_ended_gives_up_at_its_deadline():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_waits_work_with_fds_above_what_select_takes(tmp_path):
+    """A check 256 wide holds more than 1024 fds (two pipes an invocation, trace files): select() refuses any fd
+    above 1023, poll() does not."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open only {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    changes = TraceChanges([tmp_path])
+    try:
+        assert changes._fd is not None and changes._fd > 1024
+        (tmp_path / "run-0.1").write_text("x\n")
+        started = time.monotonic()
+        changes.wait(LONG)
+        proc.stdin.close()
+        wait_ended(_Started(proc, proc.pid), time.monotonic() + LONG)
+        assert time.monotonic() - started < LONG / 2
+    finally:
+        changes.close()
+        proc.kill()
+        proc.wait()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

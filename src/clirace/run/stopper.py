@@ -249,13 +249,16 @@ class TraceChanges:
 
     def __init__(self, folders: Iterable[Path]) -> None:
         self._fd = _inotify(folders)
+        self._poller = select.poll()  # (not select.select: a check 256 wide holds fds above its limit of 1024)
+        if self._fd is not None:
+            self._poller.register(self._fd, select.POLLIN)
 
     def wait(self, timeout: float) -> None:
         """Until something is written to a watched directory, or `timeout` seconds pass."""
         if self._fd is None:
             time.sleep(max(min(timeout, POLL), 0.0))
             return
-        if select.select([self._fd], [], [], max(timeout, 0.0))[0]:
+        if self._poller.poll(max(timeout, 0.0) * 1000):
             try:  # drained before the look that follows it: a line written after this wakes the next wait
                 while os.read(self._fd, 4096):
                     pass
@@ -297,16 +300,19 @@ def _libc() -> Any:
 def wait_ended(running: Process, until: float) -> None:
     """Until the invocation's process has ended (`ended`) or time.monotonic() reaches `until`: woken by its pidfd
     when it exits, not by polling (where pidfd_open is missing, every POLL)."""
+    poller = select.poll()
+    fd: int | None = None
     try:
-        fd: int | None = os.pidfd_open(running.pid)
+        fd = os.pidfd_open(running.pid)
+        poller.register(fd, select.POLLIN)
     except (AttributeError, OSError):  # (before Linux 5.3; or already gone)
-        fd = None
+        pass
     try:
         while not ended(running) and (left := until - time.monotonic()) > 0:
             if fd is None:
                 time.sleep(min(left, POLL))
             else:
-                select.select([fd], [], [], min(left, TICK))
+                poller.poll(min(left, TICK) * 1000)
     finally:
         if fd is not None:
             os.close(fd)
