@@ -165,8 +165,10 @@ class Running:
             except OSError:  # already reaped, or pidfd unsupported by this kernel
                 pidfd = None
             if pidfd is not None:
-                try:
-                    select.select([pidfd], [], [], max(0.0, timeout))
+                try:  # (poll, not select: select refuses an fd above 1023, and a wide round holds hundreds)
+                    poller = select.poll()
+                    poller.register(pidfd, select.POLLIN)
+                    poller.poll(max(0.0, timeout) * 1000)
                 finally:
                     os.close(pidfd)
                 return self.proc.poll() is not None
