@@ -112,7 +112,7 @@ class Proxy:
     def _to_client(self, conn: Connection) -> None:
         try:
             while True:
-                ready, _, _ = select.select([conn.upstream], [], [], 0.5)
+                ready = _readable(conn.upstream, 0.5)
                 if conn.closed.is_set():
                     break
                 if not ready:
@@ -160,10 +160,17 @@ class Proxy:
 def _gave_up(client: socket.socket) -> bool:
     """Whether the client has closed its end (timed out, exited) while its command was held."""
     try:
-        ready, _, _ = select.select([client], [], [], 0)
-        return bool(ready) and client.recv(1, socket.MSG_PEEK) == b""
+        return _readable(client, 0) and client.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether `sock` has something to read (or its peer closed) within `timeout` seconds. poll(), not select():
+    select refuses an fd above 1023, and a round 256 wide holds two sockets a connection beside its pipes."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def _close(conn: Connection) -> None:

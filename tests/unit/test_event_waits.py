@@ -1,8 +1,9 @@
 """run/stopper.py's event waits: a rendezvous wakes when strace writes a trace line (inotify) and a turn ends when
 its invocation exits (a pidfd), rather than looking every 2 ms. Each test would hang to its long timeout (and
-fail) if the wake did not come."""
+fail) if the wake did not come. And every wait on an fd works above fd 1023, where select() gives up."""
 import os
 import resource
+import socket
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from clirace.run.launch import Launcher
+from clirace.run.services.proxy import Proxy
 from clirace.run.stopper import TraceChanges, ended, wait_ended
 
 LONG = 60.0  # a wait that is never meant to last this long: returning means the wake came
@@ -116,6 +118,7 @@ def test_the_waits_work_with_fds_above_what_select_takes(tmp_path):
         running = Launcher(dict(os.environ), str(tmp_path), {}, LONG).start("high-fd", [sys.executable, "-c", "pass"])
         assert running.wait(LONG)  # (launch.Running.wait waits on a pidfd too)
         running.finish()
+        assert _through_the_proxy(b"*1\r\n$4\r\nPING\r\n") == b"+PONG\r\n"  # (its sockets are above 1023 too)
     finally:
         changes.close()
         proc.kill()
@@ -123,3 +126,25 @@ def test_the_waits_work_with_fds_above_what_select_takes(tmp_path):
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _through_the_proxy(request: bytes) -> bytes:
+    """Send `request` through a services Proxy to a one-answer server; what comes back (b"" if nothing did)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"+PONG\r\n")
+            conn.recv(1)  # (until the proxy closes its side)
+
+    threading.Thread(target=answer, daemon=True).start()
+    proxy = Proxy("redis", server.getsockname()[1], frozenset())
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=LONG / 4) as client:
+            client.sendall(request)
+            return client.recv(65536)
+    finally:
+        proxy.close()
+        server.close()
