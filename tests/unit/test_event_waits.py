@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from clirace.run import safefs
 from clirace.run.launch import Launcher
 from clirace.run.services.proxy import Proxy
 from clirace.run.stopper import TraceChanges, ended, wait_ended
@@ -119,6 +120,7 @@ def test_the_waits_work_with_fds_above_what_select_takes(tmp_path):
         assert running.wait(LONG)  # (launch.Running.wait waits on a pidfd too)
         running.finish()
         assert _through_the_proxy(b"*1\r\n$4\r\nPING\r\n") == b"+PONG\r\n"  # (its sockets are above 1023 too)
+        assert _through_a_pipe(b"x" * 200_000) == b"x" * 200_000  # (safefs.write_all, as it feeds a parked reader)
     finally:
         changes.close()
         proc.kill()
@@ -148,3 +150,23 @@ def _through_the_proxy(request: bytes) -> bytes:
     finally:
         proxy.close()
         server.close()
+
+
+def _through_a_pipe(data: bytes) -> bytes:
+    """`data` written with safefs.write_all into a non-blocking pipe (more than it holds) and read on the other side."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    got: list[bytes] = []
+
+    def drain() -> None:
+        with os.fdopen(read_end, "rb") as reader:
+            got.append(reader.read())
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        safefs.write_all(write_end, data, timeout=LONG / 4)
+    finally:
+        os.close(write_end)
+        reader.join(LONG / 4)
+    return got[0] if got else b""

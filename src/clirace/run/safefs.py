@@ -321,7 +321,9 @@ def write_all(fd: int, data: bytes, timeout: float | None = None) -> None:
         try:
             view = view[os.write(fd, view):]
         except BlockingIOError:
-            if not select.select([], [fd], [], timeout)[1]:
+            poller = select.poll()  # (not select(), which refuses an fd above 1023)
+            poller.register(fd, select.POLLOUT)
+            if not poller.poll(None if timeout is None else timeout * 1000):
                 raise TimeoutError(f"the reader took nothing for {timeout:g} s; {len(view):,} bytes unwritten") from None
 
 
