@@ -6,7 +6,7 @@
 A score that changes between two runs of the same tool is the worst bug clirace can have, and so is a corruption
 flag that does: this prints, per spec, every distinct (score, corruption flag, non-passing criteria) outcome with
 how often it was seen, and the wall times. With --histories DIR, each run's history is kept there (named after the
-spec's folder, or its file for a NAME.clirace.yaml, and the run), so that an outcome seen once can be read
+spec's folder, its file's name unless it is clirace.yaml, and the run), so that an outcome seen once can be read
 afterwards (`clirace judge DIR/NAME.json`): a sweep that only counts outcomes cannot say why one run differed.
 Prints a table; asserts nothing. Expected scores come from the specs' own comments ("expected score N").
 """
@@ -71,7 +71,8 @@ def main() -> int:
             history = None
             if args.histories is not None:
                 args.histories.mkdir(parents=True, exist_ok=True)
-                name = spec.parent.name if spec.name == "clirace.yaml" else spec.name.removesuffix(".clirace.yaml")
+                stem = spec.name.removesuffix(".yaml").removesuffix(".clirace")
+                name = spec.parent.name if stem == "clirace" else f"{spec.parent.name}-{stem}"
                 history = args.histories / f"{name}-{run + 1}.json"
             outcome, wall = one_run(spec, history)
             outcomes[outcome] += 1

@@ -289,7 +289,7 @@ def _inotify(folders: Iterable[Path]) -> int | None:
 @lru_cache(maxsize=1)
 def _libc() -> Any:
     try:
-        import ctypes  # (only where a rendezvous waits: a few ms of import no other command pays)
+        import ctypes  # (only once something waits on a trace: a few ms of import that validate and judge never pay)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.inotify_init1, libc.inotify_add_watch  # noqa: B018 (AttributeError where the C library lacks them)
     except (ImportError, OSError, AttributeError):
