@@ -20,7 +20,6 @@ import errno
 import itertools
 import os
 import re
-import select
 import selectors
 import shutil
 import signal
@@ -34,6 +33,7 @@ from typing import IO, Any, Literal
 from clirace.history import OUTPUT_CAP, Invocation
 from clirace.run import procfs
 from clirace.run._ending import end_marked, in_groups, kill_until_gone
+from clirace.run._waits import exit_within
 
 GRACE = 1.0  # between SIGTERM and SIGKILL when a deadline passes
 # A deadline counts the command's own time, not the time it spent runnable but queued for a CPU: on a loaded
@@ -159,19 +159,8 @@ class Running:
         Popen.wait(timeout) polls with sleeps of up to 50 ms; a pidfd wakes the moment the process exits,
         which matters when a round's invocations are collected one after another.
         """
-        if timeout is not None and self.proc.returncode is None and hasattr(os, "pidfd_open"):
-            try:
-                pidfd = os.pidfd_open(self.proc.pid)
-            except OSError:  # already reaped, or pidfd unsupported by this kernel
-                pidfd = None
-            if pidfd is not None:
-                try:  # (poll, not select: select refuses an fd above 1023, and a wide round holds hundreds)
-                    poller = select.poll()
-                    poller.register(pidfd, select.POLLIN)
-                    poller.poll(max(0.0, timeout) * 1000)
-                finally:
-                    os.close(pidfd)
-                return self.proc.poll() is not None
+        if timeout is not None and self.proc.returncode is None and exit_within(self.proc.pid, timeout) is not None:
+            return self.proc.poll() is not None
         try:
             self.proc.wait(timeout)
             return True

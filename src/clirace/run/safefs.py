@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clirace.run import _ending
+from clirace.run._waits import ready
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to work in by *at() calls only
@@ -321,9 +322,7 @@ def write_all(fd: int, data: bytes, timeout: float | None = None) -> None:
         try:
             view = view[os.write(fd, view):]
         except BlockingIOError:
-            poller = select.poll()  # (not select(), which refuses an fd above 1023)
-            poller.register(fd, select.POLLOUT)
-            if not poller.poll(None if timeout is None else timeout * 1000):
+            if not ready(fd, timeout, select.POLLOUT):
                 raise TimeoutError(f"the reader took nothing for {timeout:g} s; {len(view):,} bytes unwritten") from None
 
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import subprocess
 import threading
@@ -62,6 +61,7 @@ from typing import Any, Protocol
 
 from clirace.errors import NotAvailable as NotAvailable  # raised here; tests import it from here
 from clirace.run import locking, observe
+from clirace.run._waits import exit_within, ready
 from clirace.run.procfs import alive, proc_locks
 
 STOPPED = "--- stopped by SIGSTOP ---"
@@ -249,16 +249,13 @@ class TraceChanges:
 
     def __init__(self, folders: Iterable[Path]) -> None:
         self._fd = _inotify(folders)
-        self._poller = select.poll()  # (not select.select: a check 256 wide holds fds above its limit of 1024)
-        if self._fd is not None:
-            self._poller.register(self._fd, select.POLLIN)
 
     def wait(self, timeout: float) -> None:
         """Until something is written to a watched directory, or `timeout` seconds pass."""
         if self._fd is None:
             time.sleep(max(min(timeout, POLL), 0.0))
             return
-        if self._poller.poll(max(timeout, 0.0) * 1000):
+        if ready(self._fd, timeout):
             try:  # drained before the look that follows it: a line written after this wakes the next wait
                 while os.read(self._fd, 4096):
                     pass
@@ -299,23 +296,10 @@ def _libc() -> Any:
 
 def wait_ended(running: Process, until: float) -> None:
     """Until the invocation's process has ended (`ended`) or time.monotonic() reaches `until`: woken by its pidfd
-    when it exits, not by polling (where pidfd_open is missing, every POLL)."""
-    poller = select.poll()
-    fd: int | None = None
-    try:
-        fd = os.pidfd_open(running.pid)
-        poller.register(fd, select.POLLIN)
-    except (AttributeError, OSError):  # (before Linux 5.3; or already gone)
-        pass
-    try:
-        while not ended(running) and (left := until - time.monotonic()) > 0:
-            if fd is None:
-                time.sleep(min(left, POLL))
-            else:
-                poller.poll(min(left, TICK) * 1000)
-    finally:
-        if fd is not None:
-            os.close(fd)
+    when it exits, not by polling (where no pidfd can be had, every POLL)."""
+    if not ended(running) and exit_within(running.pid, until - time.monotonic()) is None:
+        while not ended(running) and time.monotonic() < until:
+            time.sleep(POLL)
 
 
 def process_of(tid: int) -> int:

@@ -12,7 +12,6 @@ server), then releases them one at a time. An unprotected read-modify-write then
 """
 from __future__ import annotations
 
-import select
 import socket
 import struct
 import threading
@@ -20,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from clirace.run._waits import ready
 from clirace.run.services.ops import REDIS_READS, redis_keys, table
 
 _SSL_CODES = (80877103, 80877104)  # SSLRequest, GSSENCRequest: answered by the server, then a startup again
@@ -112,10 +112,10 @@ class Proxy:
     def _to_client(self, conn: Connection) -> None:
         try:
             while True:
-                ready = _readable(conn.upstream, 0.5)
+                answered = ready(conn.upstream, 0.5)
                 if conn.closed.is_set():
                     break
-                if not ready:
+                if not answered:
                     continue
                 chunk = conn.upstream.recv(65536)
                 if not chunk:
@@ -160,17 +160,9 @@ class Proxy:
 def _gave_up(client: socket.socket) -> bool:
     """Whether the client has closed its end (timed out, exited) while its command was held."""
     try:
-        return _readable(client, 0) and client.recv(1, socket.MSG_PEEK) == b""
+        return ready(client, 0) and client.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
-
-
-def _readable(sock: socket.socket, timeout: float) -> bool:
-    """Whether `sock` has something to read (or its peer closed) within `timeout` seconds. poll(), not select():
-    select refuses an fd above 1023, and a round 256 wide holds two sockets a connection beside its pipes."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(timeout * 1000))
 
 
 def _close(conn: Connection) -> None:
