@@ -2,13 +2,18 @@
 as strace writes them (no process is started here; tests/e2e/test_rendezvous.py runs real ones)."""
 import math
 import os
+from types import SimpleNamespace
 
 import pytest
 
 from clirace.checks._common import detection_bound
+from clirace.history import CounterRound
 from clirace.run import observe, stopper
-from clirace.run.rendezvous import commit_point_prefix
+from clirace.run.rendezvous import OVERALL, cap_for, commit_point_prefix
 from clirace.run.stopper import STOPPED, StopLog, hold_prefix, is_lock_call, path_forms, stop_prefix
+from clirace.scenarios.workloads import _slowest_alone
+
+from .histories import inv
 
 # --- the detection bound --------------------------------------------------------------------------------
 
@@ -47,6 +52,37 @@ def test_bound_rejects_impossible_inputs(rounds, failed, confidence):
 
 
 # --- command lines --------------------------------------------------------------------------------------
+
+# --- how long a rendezvous waits at most ------------------------------------------------------------------
+
+CPUS = len(os.sched_getaffinity(0))
+
+
+def test_the_cap_stays_at_ten_seconds_for_a_usual_round_and_without_a_reference_run():
+    assert cap_for(8, None) == cap_for(256, None) == OVERALL
+    assert cap_for(8, 0.15) == OVERALL  # the level-3 tool's slowest serial run, eight wide, even on one CPU
+
+
+def test_the_cap_grows_with_the_width_and_the_tools_own_time_once_the_start_ups_need_longer():
+    wide = cap_for(256, 0.15)  # the level-3 tool, 256 wide: 13 s of traced start-ups on two cores
+    assert wide >= 0.15 * 256 / CPUS  # at least the CPU time they need alone, spread over every CPU here
+    assert cap_for(512, 0.15) > wide and cap_for(256, 0.3) > wide
+
+
+def test_the_cap_is_sized_from_the_workloads_slowest_serial_run_that_answered():
+    def serial(name, *durations, error=None, superseded=False, timed_out=()):
+        invs = [inv(f"run-{i}", ended=d, timed_out=i in timed_out) for i, d in enumerate(durations)]
+        return CounterRound(name=name, invocations=tuple(invs), workload=name, serial=True, error=error,
+                             superseded=superseded)
+
+    parallel = CounterRound(name="counter#0", invocations=(inv("inc-0", ended=9.0),), workload="counter#0")
+    ctx = SimpleNamespace(earlier=[serial("counter#0", 0.1, 0.3), serial("keys#1", 2.0), parallel],
+                          trials=[serial("counter#0", 0.2, 5.0, timed_out=(1,)), serial("counter#0", 4.0, superseded=True),
+                                  serial("counter#0", 3.0, error="it failed alone")])
+    assert _slowest_alone(ctx, "counter#0") == pytest.approx(0.3)  # not the parallel round's, another workload's,
+    # an invocation killed at its deadline, a superseded pass or a failed one
+    assert _slowest_alone(ctx, "claim#2") is None
+
 
 def test_stop_prefix_injects_sigstop_on_the_paths_and_keeps_the_stop_line(tmp_path):
     state = tmp_path / "counter"

@@ -22,7 +22,7 @@ When to stop waiting: every live invocation has arrived; or at least one has, an
 call refused and it has used under `IDLE_SHARE` of a CPU for `settle` seconds since (polling the lock).
 Idleness alone proves nothing (Go parks its threads on futexes; a process waits for strace on a crowded
 CPU), so an invocation that is neither arrived nor proven blocked is waited for, up to `overall` seconds
-from the start (a cap, reported as such). An invocation that exits before arriving (refused by the lock,
+from the start (a cap, reported as such, sized from the tool's own time by `cap_for`). An invocation that exits before arriving (refused by the lock,
 crashed) is not waited for.
 
 `checks._common.detection_bound` turns a clean run into a statement: which per-round failure rate it would
@@ -30,6 +30,8 @@ have caught.
 """
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,12 +68,28 @@ SETTLE = 0.3
 # is a ptrace stop (--seccomp-bpf would avoid that, but strace 6.1 then injects no signal at all), and a
 # 1500-file start-up measured 0.03 s plain, 1.0 s traced; eight of those on two busy cores take seconds.
 OVERALL = 10.0
+# The cap grows with what the round asks of the machine, never below OVERALL (cap_for): `width` start-ups share
+# its CPUs, each taking about what the slowest serial reference run of the same workload took (the tool's own
+# time, alone, at this load), TRACED_SLOWER times that under the rendezvous' strace (the level-3 tool 64 -> 104
+# ms of CPU measured, a Python tool's 1,400 syscalls each a ptrace stop), and CAP_SLACK for the scheduler.
+TRACED_SLOWER = 4.0
+CAP_SLACK = 2.0
 # Share of one CPU above which a missing invocation counts as busy (still starting up). Measured under strace:
 # level3 polling its flock every 10 ms used 0.6% (tool and strace together); a start-up gets a fair share of
 # a core, 15% or more with a dozen runnable processes on two cores.
 IDLE_SHARE = 0.05
 PATIENCE = 1.0  # seconds to wait for every thread of a stopped invocation to join its stop
 CLOSE_CALLS = "open,openat,openat2,close"  # stopped at for ends="close": a close, or an open finding nothing
+
+
+def cap_for(width: int, alone: float | None) -> float:
+    """How long a rendezvous of `width` invocations waits at most for the missing ones: OVERALL, or longer when
+    their traced start-ups need longer on this machine. `alone`: the slowest serial reference run of the
+    workload (s; None without one: OVERALL)."""
+    if not alone:
+        return OVERALL
+    cpus = len(os.sched_getaffinity(0)) or 1
+    return max(OVERALL, round(CAP_SLACK * math.ceil(width / cpus) * alone * TRACED_SLOWER, 1))
 
 
 def commit_point_prefix(trace_out: Path, paths: list[str], calls: str = READ_CALLS, cwd: str | None = None,
@@ -145,7 +163,7 @@ class Meeting:
                 self.why = "all arrived"
                 return True
             if now - self.started >= self.overall:
-                self.timed_out, self.why = True, "overall cap"
+                self.timed_out, self.why = True, f"overall cap ({self.overall:g} s)"
                 return False
             if now >= look:  # (reading every /proc file of every invocation costs: not at every poll)
                 look = now + self.settle / 10

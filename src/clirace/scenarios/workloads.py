@@ -31,7 +31,7 @@ from clirace.history.vocab import ConfigFormat, Outcome, WorkloadKind
 from clirace.run import observe, safefs
 from clirace.run.launch import Running
 from clirace.run.locking import CALLS as LOCK_CALLS
-from clirace.run.rendezvous import OVERALL, Arrival, commit_point_prefix
+from clirace.run.rendezvous import OVERALL, Arrival, cap_for, commit_point_prefix
 from clirace.run.rendezvous import Rendezvous as RendezvousRun
 from clirace.run.services.meet import ServerAim, ServerRendezvous, server_aim
 from clirace.run.stopper import require
@@ -79,7 +79,8 @@ def run(ctx: Context) -> None:
             ctx.say(f"{workload.name}: round {round_ + 1}/{of}, {ctx.parallel} in parallel{how}")
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, amplified=amplified)
-                runner(ctx, box, workload, Parallel(box, amplified, meet, at_server), ctx.parallel)
+                parallel = Parallel(box, amplified, meet, at_server, alone=_slowest_alone(ctx, workload.name))
+                runner(ctx, box, workload, parallel, ctx.parallel)
             done = ctx.trials[-1]
             if isinstance(done, WorkloadRound) and done.traces and not done.error:
                 target = aim(done) or target
@@ -115,8 +116,10 @@ class Parallel:
     """Starts one parallel round: plain, amplified (traced, writes delayed), or at a rendezvous (each stopped
     inside its race window where `meet` says, then all released together); keeps what it observed."""
 
-    def __init__(self, box: Box, amplified: bool, meet: Aim | None = None, at_server: ServerAim | None = None):
+    def __init__(self, box: Box, amplified: bool, meet: Aim | None = None, at_server: ServerAim | None = None,
+                 alone: float | None = None):
         self.box, self.amplified, self.meet, self.at_server = box, amplified, meet, at_server
+        self.alone = alone  # the slowest serial reference run of the workload (s): what sizes a rendezvous' cap
 
     def wrap(self, label: str) -> list[str]:
         if self.meet is not None:  # the lock files too: a refused lock call is what proves one blocked
@@ -151,7 +154,9 @@ class Parallel:
         box = self.box
         arrival = Arrival.of([str(box.sandbox.root / p) for p in self.meet.paths], self.meet.ends, self.meet.count,
                              cwd=box.launcher.cwd)
-        seen = self._in_turn(jobs, lambda runnings: RendezvousRun.of(runnings, box.trace_dir, arrival=arrival))
+        cap = cap_for(len(jobs), self.alone)
+        seen = self._in_turn(jobs, cap, lambda runnings: RendezvousRun.of(runnings, box.trace_dir, overall=cap,
+                                                                           arrival=arrival))
         box.fields["rendezvous"] = Rendezvous(
             paths=self.meet.paths, calls=self.meet.calls, aimed=self.meet.why,
             arrived={label: float(a["after_s"]) for label, a in seen["arrived"].items()},
@@ -169,7 +174,10 @@ class Parallel:
         moved = {name: via(value) for name, value in box.env.items() if via(value) != value}
         jobs = [(label, [via(a) for a in argv], {**(env or {}), **moved}, wrap) for label, argv, env, wrap in jobs]
         try:
-            seen = self._in_turn(jobs, lambda runnings: ServerRendezvous(proxy, runnings))
+            # Not sized from the width (cap_for): 256 redis-py clients held until all had arrived (33 s on two
+            # cores) then waited over 5 s for the proxy's answers, and 77 of them gave up with a command maybe
+            # applied, a failure clirace would have made. The clients' timeout bounds the hold (meet.HOLD_BUDGET).
+            seen = self._in_turn(jobs, OVERALL, lambda runnings: ServerRendezvous(proxy, runnings))
         finally:
             proxy.close()
         box.fields["rendezvous"] = Rendezvous(
@@ -178,12 +186,12 @@ class Parallel:
             released_after=seen["released_after"], why_released=seen["why"])
         box.fields["amplified"] = False  # the proxy holds them; strace does not run
 
-    def _in_turn(self, jobs: list[Any], meeting_of: Callable[[list[Running]], RendezvousRun | ServerRendezvous]
-                 ) -> Mapping[str, Any]:
+    def _in_turn(self, jobs: list[Any], cap: float,
+                 meeting_of: Callable[[list[Running]], RendezvousRun | ServerRendezvous]) -> Mapping[str, Any]:
         """Start the jobs together; the meeting (`meeting_of(runnings)`) waits until they have arrived and lets
         them go on in turn; every invocation recorded; what the meeting saw."""
         box = self.box
-        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + OVERALL)
+        runnings = box.launcher.start_together(jobs, timeout=box.spec.timeout + cap)
         box._running.extend(runnings)
         meeting = meeting_of(runnings)
         try:
@@ -194,6 +202,14 @@ class Parallel:
         finally:
             meeting.close()
         return meeting.record()
+
+
+def _slowest_alone(ctx: Context, name: str) -> float | None:
+    """The longest an invocation of the workload's serial reference rounds took (s): the tool's own time, alone,
+    on this machine at this load; None without a reference round (a shard's, or --only without it)."""
+    runs = [inv.duration for t in (*ctx.earlier, *ctx.trials) if isinstance(t, WorkloadRound) and t.serial
+            and t.workload == name and not t.error and not t.superseded for inv in t.invocations if not inv.timed_out]
+    return max(runs, default=None)
 
 
 def rendezvous_usable() -> bool:
