@@ -237,6 +237,7 @@ class Rendezvous(Meeting):
     timed_out: bool = False  # released before every live invocation had arrived
     why: str = ""  # "all arrived", "the others blocked on the lock" or "overall cap"
     continuer: Continuer | None = None
+    _listings: Listings = field(default_factory=Listings, repr=False)  # the last poll's (_poll)
 
     @classmethod
     def of(cls, runnings: Sequence[Running], trace_dir: Path, settle: float = SETTLE, overall: float = OVERALL,
@@ -270,7 +271,9 @@ class Rendezvous(Meeting):
         return ""
 
     def _poll(self, now: float) -> None:
-        listings = Listings()  # (one listing of the trace directory per poll, not one per member)
+        # One listing of the trace directory per poll, not one per member; _blocked and _cpu, in the same turn of
+        # wait_all_arrived, read it too.
+        self._listings = listings = Listings()
         for member in self.members:
             member.log.poll(listings.of(member.log))
             if member.arrived is None and member.log.pending and self._all_stopped(member, now):
@@ -292,13 +295,13 @@ class Rendezvous(Meeting):
         so a read that ended then would go unstopped. A thread that never joins within PATIENCE (a stuck
         one) is not waited for."""
         member._stop_seen = member._stop_seen or now
-        live = [tid for tid in member.log.pids() if alive(tid)]
+        live = [tid for tid in member.log.pids() if alive(tid)]  # (listed anew: a thread started since counts)
         joined = all(member.log.stopped.get(tid, 0) > member._continued.get(tid, 0) for tid in live)
         return joined or now - member._stop_seen >= PATIENCE
 
     def _blocked(self, member: Member, waiting: set[int], now: float) -> bool:
         """Whether a missing invocation is proven blocked on a lock (module docstring); says why in `blocked`."""
-        if waiting & {member.running.pid, *member.log.pids()}:
+        if waiting & {member.running.pid, *member.log.pids(self._listings.of(member.log))}:
             member.blocked = "the kernel lists it waiting for a lock (/proc/locks)"
         elif (member.refused_at is not None and now - member.refused_at >= self.settle
               and self.idle_for(member.label, now) >= self.settle):
@@ -310,7 +313,7 @@ class Rendezvous(Meeting):
 
     def _cpu(self, label: str) -> int:
         member = next(m for m in self.members if m.label == label)
-        return sum(cpu_ns(pid) for pid in {member.running.pid, *member.log.pids()})
+        return sum(cpu_ns(pid) for pid in {member.running.pid, *member.log.pids(self._listings.of(member.log))})
 
     # ------------------------------------------------------------------------------------------ release
     def release(self) -> None:
