@@ -22,8 +22,8 @@ When to stop waiting: every live invocation has arrived; or at least one has, an
 call refused and it has used under `IDLE_SHARE` of a CPU for `settle` seconds since (polling the lock).
 Idleness alone proves nothing (Go parks its threads on futexes; a process waits for strace on a crowded
 CPU), so an invocation that is neither arrived nor proven blocked is waited for, up to `overall` seconds
-from the start (a cap, reported as such, sized from the tool's own time by `cap_for`). An invocation that exits before arriving (refused by the lock,
-crashed) is not waited for.
+from the start (a cap, reported as such, sized from the tool's own time by `cap_for`). An invocation that
+exits before arriving (refused by the lock, crashed) is not waited for.
 
 `checks._common.detection_bound` turns a clean run into a statement: which per-round failure rate it would
 have caught.
@@ -235,7 +235,7 @@ class Rendezvous(Meeting):
     started: float = field(default_factory=time.monotonic)
     released: float | None = None
     timed_out: bool = False  # released before every live invocation had arrived
-    why: str = ""  # "all arrived", "the others blocked on the lock" or "overall cap"
+    why: str = ""  # "all arrived", "the others blocked on the lock" or "overall cap (N s)"
     continuer: Continuer | None = None
     _listings: Listings = field(default_factory=Listings, repr=False)  # the last poll's (_poll)
 
