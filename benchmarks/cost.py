@@ -171,7 +171,8 @@ def main() -> None:
         rows.append([name, invocations, spread(checks, "alone", 1000, "{:.0f} ms"),
                      f"{median([c['alone'] for c in checks]) * invocations:.1f} s",
                      spread(checks, "raced", 1000, "{:.0f} ms"), spread(checks, "cpu", 1, "{:.1f} s"),
-                     spread(checks, "ratio", 1, "{:.2f}x"), f"{pooled:.2f}x", spread(checks, "ratio_raced", 1, "{:.2f}x"),
+                     spread(checks, "ratio", 1, "{:.2f}x"), f"{pooled:.2f}x",
+                     spread(checks, "ratio_raced", 1, "{:.2f}x"),
                      spread(checks, "wall", 1, "{:.1f} s"),
                      f"{median([c['judge_cpu'] for c in checks]):.2f} s CPU, "
                      f"{median([c['judge_wall'] for c in checks]):.2f} s wall"])

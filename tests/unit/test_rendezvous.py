@@ -51,8 +51,6 @@ def test_bound_rejects_impossible_inputs(rounds, failed, confidence):
         detection_bound(rounds, failed, confidence)
 
 
-# --- command lines --------------------------------------------------------------------------------------
-
 # --- how long a rendezvous waits at most ------------------------------------------------------------------
 
 CPUS = len(os.sched_getaffinity(0))
@@ -77,12 +75,15 @@ def test_the_cap_is_sized_from_the_workloads_slowest_serial_run_that_answered():
 
     parallel = CounterRound(name="counter#0", invocations=(inv("inc-0", ended=9.0),), workload="counter#0")
     ctx = SimpleNamespace(earlier=[serial("counter#0", 0.1, 0.3), serial("keys#1", 2.0), parallel],
-                          trials=[serial("counter#0", 0.2, 5.0, timed_out=(1,)), serial("counter#0", 4.0, superseded=True),
+                          trials=[serial("counter#0", 0.2, 5.0, timed_out=(1,)),
+                                  serial("counter#0", 4.0, superseded=True),
                                   serial("counter#0", 3.0, error="it failed alone")])
     assert _slowest_alone(ctx, "counter#0") == pytest.approx(0.3)  # not the parallel round's, another workload's,
     # an invocation killed at its deadline, a superseded pass or a failed one
     assert _slowest_alone(ctx, "claim#2") is None
 
+
+# --- command lines --------------------------------------------------------------------------------------
 
 def test_stop_prefix_injects_sigstop_on_the_paths_and_keeps_the_stop_line(tmp_path):
     state = tmp_path / "counter"

@@ -57,6 +57,7 @@ def run(ctx: Context) -> None:
         target: Aim | None = None  # where to stop them, once a traced round has shown their state
         in_server: ServerAim | None = None  # or, for state in a server (spec services), where the proxy holds them
         extra_until = None  # with --budget, when this workload's extra rounds must stop
+        alone = _slowest_alone(ctx, workload.name)  # (its serial reference rounds ran before any of these)
         for round_ in range(MAX_ROUNDS):
             if round_ >= ctx.rounds:
                 if not ctx.budget:
@@ -79,8 +80,7 @@ def run(ctx: Context) -> None:
             ctx.say(f"{workload.name}: round {round_ + 1}/{of}, {ctx.parallel} in parallel{how}")
             with ctx.box(record, workload.name, round_, setup=workload.setup) as box:
                 box.fields.update(workload=workload.name, amplified=amplified)
-                parallel = Parallel(box, amplified, meet, at_server, alone=_slowest_alone(ctx, workload.name))
-                runner(ctx, box, workload, parallel, ctx.parallel)
+                runner(ctx, box, workload, Parallel(box, amplified, meet, at_server, alone), ctx.parallel)
             done = ctx.trials[-1]
             if isinstance(done, WorkloadRound) and done.traces and not done.error:
                 target = aim(done) or target
