@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import REPO, clirace_exe, header, median, table  # noqa: E402
 
 PY = sys.executable
+CPUS = os.cpu_count() or 1
 RACE_WIDTH = 8  # the spec's default `parallel` (spec.DEFAULT_PARALLEL), the width of the level-3 check's rounds
 
 
@@ -143,7 +144,7 @@ def main() -> None:
     for name in args.only or list(TARGETS):
         spec, commands, needs = TARGETS[name]
         if needs and not shutil.which(needs):
-            rows.append([name, "-", "-", "-", "-", "-", "-", "-", "-", f"{needs} not available"])
+            rows.append([name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", f"{needs} not available"])
             continue
         # The tool's own CPU drifts by a fifth within minutes on a shared machine (50 to 72 ms an invocation
         # within ten minutes, session 18), so each check is bracketed by its own measurements of the tool alone
@@ -173,7 +174,7 @@ def main() -> None:
                      spread(checks, "raced", 1000, "{:.0f} ms"), spread(checks, "cpu", 1, "{:.1f} s"),
                      spread(checks, "ratio", 1, "{:.2f}x"), f"{pooled:.2f}x",
                      spread(checks, "ratio_raced", 1, "{:.2f}x"),
-                     spread(checks, "wall", 1, "{:.1f} s"),
+                     spread(checks, "wall", 1, "{:.1f} s"), f"{median([c['cpu'] for c in checks]) / CPUS:.1f} s",
                      f"{median([c['judge_cpu'] for c in checks]):.2f} s CPU, "
                      f"{median([c['judge_wall'] for c in checks]):.2f} s wall"])
         last = checks[-1]
@@ -183,13 +184,14 @@ def main() -> None:
     print(table("What a check costs next to the tool's own CPU",
                 ["target", "invocations", "tool CPU / invocation", "tool CPU (all)",
                  f"raced {RACE_WIDTH} at a time", "check CPU", "ratio", "ratio, pooled", "ratio to raced", "wall",
-                 "judge + report again"], rows,
+                 f"check CPU / {CPUS} CPUs", "judge + report again"], rows,
                 note="Medians over the runs, with their range. check CPU: clirace, strace, servers and the tool, the "
                      "whole process tree; tool CPU / invocation: the tool alone, measured just before and just after "
                      f"each check (their mean); raced: the same commands {RACE_WIDTH} at a time without clirace, "
                      "measured just before each check; ratio = check CPU / (alone x invocations) and ratio to raced "
                      "= check CPU / (raced x invocations), each run against its own measurements; ratio, pooled = "
-                     "every run's check CPU / (the mean of every run's alone x every run's invocations)."))
+                     "every run's check CPU / (the mean of every run's alone x every run's invocations); check CPU / "
+                     f"{CPUS} CPUs: the least wall time a check doing this much work can take on this machine."))
     if len(run_rows) > len(rows):
         print(table("Each run", ["target", "run", "alone before", "alone after", "raced", "check CPU", "ratio",
                                  "ratio to raced", "wall"], run_rows))
