@@ -108,11 +108,17 @@ SHARED_FIXTURE_MODULES = {"test_fuzz_spec", "test_result_schema", "test_bad_spec
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker per core, at most 4. Each e2e test already runs a tool 8 at a time beside clirace
-    and strace; more workers than cores only slow each check, whose verdicts are judged against the tool's own
-    times on the same machine."""
+    """`-n auto`: two workers per core when e2e tests run, one per core for the fast subset; at most 4.
+
+    The e2e tests mostly wait (holds, prompts, lock-wait timers, rendezvous settles): with one worker per core, 33%
+    of a 2-core machine's CPU was idle through a whole suite. Measured there (benchmarks/suite.py, docs/benchmarks.md,
+    session 21): 2 workers 11 min 38 s, 3 workers 8 min 36 s, 4 workers 7 min 20 s with 8% idle, every test passing;
+    the tests' own seconds grew 13% at 4, since each check's verdicts are judged against the tool's own times
+    measured at the same load. The fast subset launches no target and is CPU-bound: a worker more only imports and
+    collects everything once more."""
     import os
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    cores = len(os.sched_getaffinity(0))
+    return max(1, min(4, cores * (2 if may_select_e2e(config.option.markexpr) else 1)))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the mark

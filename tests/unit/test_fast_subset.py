@@ -1,9 +1,11 @@
-"""The fast subset (`-m "not e2e"`) does not import tests/e2e, and every other `-m` still collects it."""
+"""The fast subset (`-m "not e2e"`) does not import tests/e2e, and every other `-m` still collects it; `-n auto` gives
+the fast subset one xdist worker per core and a suite with e2e tests two."""
+import os
 from types import SimpleNamespace
 
 import pytest
 
-from ..conftest import E2E, may_select_e2e, pytest_ignore_collect
+from ..conftest import E2E, may_select_e2e, pytest_ignore_collect, pytest_xdist_auto_num_workers
 
 
 @pytest.mark.parametrize("markexpr", [
@@ -33,3 +35,12 @@ def test_only_tests_e2e_itself_is_skipped():
 
 def test_an_expression_pytest_cannot_parse_collects_everything():
     assert may_select_e2e("not (e2e")  # pytest then reports the expression itself
+
+
+@pytest.mark.parametrize(("cores", "markexpr", "workers"), [
+    (1, "", 2), (2, "", 4), (3, "", 4), (8, "", 4), (2, "e2e", 4), (2, "not e2e or slow", 4),
+    (1, "not e2e", 1), (2, "not e2e", 2), (8, "not e2e", 4),
+])
+def test_auto_workers_are_two_per_core_with_e2e_tests_and_one_per_core_without(monkeypatch, cores, markexpr, workers):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert pytest_xdist_auto_num_workers(SimpleNamespace(option=SimpleNamespace(markexpr=markexpr))) == workers
